@@ -1,0 +1,85 @@
+"""System checks: misconfiguration of A2A_ENDPOINT is reported at startup, with a hint."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import Error, Tags, Warning, register
+from django.utils.module_loading import import_string
+
+from a2a_endpoint.conf import DEFAULTS, SETTING_NAME
+
+
+def _agent_errors(path: Any) -> list[Error]:
+    if not path:
+        return [
+            Error(
+                f"{SETTING_NAME}['AGENT'] is not set.",
+                hint="Name your AgentExecutor subclass, e.g. 'myproject.agents.MyAgent'.",
+                id="a2a_endpoint.E001",
+            )
+        ]
+    try:
+        agent = import_string(path) if isinstance(path, str) else path
+    except ImportError as exc:
+        return [
+            Error(
+                f"{SETTING_NAME}['AGENT'] cannot be imported: {exc}",
+                hint="Check the dotted path and that its module imports cleanly.",
+                id="a2a_endpoint.E002",
+            )
+        ]
+    from a2a_endpoint.execution.executor import AgentExecutor
+
+    if not (isinstance(agent, type) and issubclass(agent, AgentExecutor)):
+        return [
+            Error(
+                f"{SETTING_NAME}['AGENT'] ({path}) is not an AgentExecutor subclass.",
+                hint="Subclass a2a_endpoint.execution.AgentExecutor.",
+                id="a2a_endpoint.E003",
+            )
+        ]
+    return []
+
+
+@register(Tags.compatibility)
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Error | Warning]:
+    user = getattr(settings, SETTING_NAME, None)
+    if not isinstance(user, dict):
+        return [
+            Error(
+                f"The {SETTING_NAME} setting is missing or not a dict.",
+                hint=f'Add {SETTING_NAME} = {{"AGENT": "myproject.agents.MyAgent"}} to settings.',
+                id="a2a_endpoint.E000",
+            )
+        ]
+    problems: list[Error | Warning] = []
+    unknown = sorted(set(user) - set(DEFAULTS))
+    if unknown:
+        problems.append(
+            Error(
+                f"Unknown {SETTING_NAME} keys: {', '.join(unknown)}.",
+                hint=f"Valid keys: {', '.join(sorted(DEFAULTS))}.",
+                id="a2a_endpoint.E004",
+            )
+        )
+    problems += _agent_errors(user.get("AGENT"))
+    card = user.get("CARD") or {}
+    if not card.get("name") or not card.get("description"):
+        problems.append(
+            Error(
+                f"{SETTING_NAME}['CARD'] needs a 'name' and a 'description'.",
+                hint="They are REQUIRED fields of the agent card (A2A §8).",
+                id="a2a_endpoint.E005",
+            )
+        )
+    if not settings.USE_TZ:
+        problems.append(
+            Error(
+                "USE_TZ must be True.",
+                hint="A2A timestamps are UTC; a2a_endpoint stores aware datetimes.",
+                id="a2a_endpoint.E006",
+            )
+        )
+    return problems

@@ -1,0 +1,81 @@
+"""The ``A2A_ENDPOINT`` setting: defaults, lazy access, import strings, reset on change."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.utils.module_loading import import_string
+
+SETTING_NAME = "A2A_ENDPOINT"
+
+DEFAULTS: dict[str, Any] = {
+    # Dotted path to the AgentExecutor subclass that does the work (system check E001).
+    "AGENT": None,
+    # The public agent card: name, description, version, provider, skills, modes, ... (A2A §8).
+    "CARD": {},
+    # Absolute base URL advertised in the card ("https://agent.example.com"); None = from request.
+    "BASE_URL": None,
+    # Execution backend: "inline" (in-process, default), "celery", or a dotted path.
+    "EXECUTION_BACKEND": "inline",
+    # Event bus carrying task updates: "memory" (one process), "channels", or a dotted path.
+    "EVENT_BUS": "memory",
+    # How long a blocking SendMessage waits for a terminal or interrupted state, in seconds.
+    "BLOCKING_TIMEOUT": 30.0,
+    # Largest accepted request body, checked before parsing.
+    "MAX_REQUEST_BYTES": 1_048_576,
+    # Deepest accepted JSON nesting (objects and arrays).
+    "MAX_JSON_DEPTH": 64,
+    # True: a request without A2A-Version is refused (-32009); False: PascalCase methods = 1.0.
+    "STRICT_VERSION": False,
+    # Extensions declared in the card: [{"uri": ..., "description": ..., "required": bool}].
+    "EXTENSIONS": [],
+    # Callable(request) -> a2a_endpoint.types.Caller; None = Django user or anonymous.
+    "CALLER_RESOLVER": "a2a_endpoint.auth.resolve_caller",
+    # Seconds an agent that ignores cancellation keeps running before it is stopped.
+    "CANCEL_GRACE_PERIOD": 5.0,
+    # Threads for synchronous agents in the inline backend.
+    "INLINE_MAX_WORKERS": 8,
+    # Cache-Control max-age of the public agent card, in seconds.
+    "CARD_MAX_AGE": 300,
+}
+
+IMPORT_STRINGS = frozenset({"AGENT", "CALLER_RESOLVER"})
+REMOVED_SETTINGS: frozenset[str] = frozenset()
+
+
+class AppSettings:
+    """Read ``settings.A2A_ENDPOINT`` lazily, key by key, with defaults."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, Any] = {}
+
+    @property
+    def user_settings(self) -> dict[str, Any]:
+        return getattr(settings, SETTING_NAME, {}) or {}
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in DEFAULTS:
+            raise AttributeError(f"Invalid {SETTING_NAME} setting: {name!r}")
+        if name in self._cache:
+            return self._cache[name]
+        value = self.user_settings.get(name, DEFAULTS[name])
+        if name in IMPORT_STRINGS and isinstance(value, str):
+            value = import_string(value)
+        self._cache[name] = value
+        return value
+
+    def reload(self) -> None:
+        self._cache.clear()
+
+
+app_settings = AppSettings()
+
+
+def _reload(*, setting: str, **kwargs: Any) -> None:
+    if setting == SETTING_NAME:
+        app_settings.reload()
+
+
+setting_changed.connect(_reload)

@@ -1,0 +1,94 @@
+"""Execution backends: where agent jobs run. ``InlineBackend`` runs them in this process."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from abc import ABC, abstractmethod
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from a2a_endpoint.conf import app_settings
+from a2a_endpoint.execution.runner import run_task
+from a2a_endpoint.store import TaskStore
+
+logger = logging.getLogger("a2a_endpoint.execution")
+
+
+class ExecutionBackend(ABC):
+    """Runs the agent job of a task somewhere. ``submit`` is called after the commit."""
+
+    def __init__(self, store: TaskStore) -> None:
+        self.store = store
+
+    @abstractmethod
+    def submit(self, task_id: str) -> None:
+        """Start the agent job for a stored task (its newest user message)."""
+
+    @abstractmethod
+    def cancel(self, task_id: str) -> None:
+        """Tell the job of a task that was just canceled to stop."""
+
+
+class InlineBackend(ExecutionBackend):
+    """The embedded default: jobs run on a private event loop thread of this process.
+
+    Async agents run on that loop; sync agents in its thread pool. No service needed, but
+    jobs die with the process: use the Celery backend in production.
+    """
+
+    def __init__(self, store: TaskStore) -> None:
+        super().__init__(store)
+        self._jobs: dict[str, tuple[Future[None], threading.Event]] = {}
+        self._lock = threading.Lock()
+        self._loop = asyncio.new_event_loop()
+        self._pool = ThreadPoolExecutor(
+            int(app_settings.INLINE_MAX_WORKERS), thread_name_prefix="a2a-agent"
+        )
+        self._loop.set_default_executor(self._pool)
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="a2a-inline-backend", daemon=True
+        )
+        self._thread.start()
+
+    def submit(self, task_id: str) -> None:
+        cancel_event = threading.Event()
+        future = asyncio.run_coroutine_threadsafe(
+            run_task(task_id, self.store, cancel_event), self._loop
+        )
+        with self._lock:
+            self._jobs[task_id] = (future, cancel_event)
+        future.add_done_callback(lambda done: self._forget(task_id, done))
+
+    def cancel(self, task_id: str) -> None:
+        with self._lock:
+            job = self._jobs.get(task_id)
+        if job is None:
+            return
+        future, cancel_event = job
+        cancel_event.set()
+        # An async agent that ignores the signal is stopped after the grace period; a sync
+        # one is refused at its next update (threads cannot be killed safely).
+        grace = float(app_settings.CANCEL_GRACE_PERIOD)
+        self._loop.call_soon_threadsafe(self._loop.call_later, grace, future.cancel)
+
+    def running(self, task_id: str) -> bool:
+        with self._lock:
+            return task_id in self._jobs
+
+    def _forget(self, task_id: str, done: Future[None]) -> None:
+        with self._lock:
+            if self._jobs.get(task_id, (None,))[0] is done:
+                del self._jobs[task_id]
+        if not done.cancelled() and done.exception() is not None:
+            logger.error("Agent job for task %s crashed", task_id, exc_info=done.exception())
+
+    def shutdown(self) -> None:
+        """Stop the loop and its threads (their database connections go with them)."""
+        with self._lock:
+            futures = [future for future, _ in self._jobs.values()]
+        for future in futures:
+            future.cancel()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+        self._pool.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,82 @@
+"""Runs one agent job for a task: load, build the context, execute, and never leave it WORKING."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import threading
+
+from a2a_endpoint.conf import app_settings
+from a2a_endpoint.errors import TaskStateError
+from a2a_endpoint.execution.context import RequestContext
+from a2a_endpoint.execution.executor import AgentError, AgentExecutor
+from a2a_endpoint.execution.updater import TaskUpdater, in_thread
+from a2a_endpoint.lifecycle import TaskState
+from a2a_endpoint.store import TaskStore
+
+logger = logging.getLogger("a2a_endpoint.execution")
+
+FAILED_MESSAGE = "The agent failed while working on this task."
+
+
+def _build_context(
+    store: TaskStore, task_id: str, cancel_event: threading.Event
+) -> RequestContext | None:
+    record = store.load(task_id)
+    if record is None or record.state.is_terminal:
+        return None  # canceled (or finished) before the job started: nothing to do
+    history = store.history(task_id)
+    incoming = next(m for m in reversed(history) if m.role.value == "ROLE_USER")
+    return RequestContext(
+        task_id=record.id,
+        context_id=record.context_id,
+        message=incoming,
+        history=history,
+        owner=record.owner,
+        tenant=record.tenant,
+        cancel_event=cancel_event,
+    )
+
+
+def _finish(store: TaskStore, updater: TaskUpdater) -> None:
+    """An agent that returned without a final word completes its task."""
+    record = store.load(updater.task_id)
+    if record is not None and record.state in (TaskState.SUBMITTED, TaskState.WORKING):
+        # Finished concurrently (e.g. canceled)? That outcome stands.
+        with contextlib.suppress(TaskStateError):
+            updater.complete()
+
+
+def _fail(updater: TaskUpdater, exc: BaseException) -> None:
+    text = str(exc) if isinstance(exc, AgentError) and str(exc) else FAILED_MESSAGE
+    with contextlib.suppress(TaskStateError):
+        updater.fail(text)
+
+
+async def run_task(
+    task_id: str, store: TaskStore, cancel_event: threading.Event | None = None
+) -> None:
+    """Execute the configured agent for ``task_id``; failures end as TASK_STATE_FAILED."""
+    cancel_event = cancel_event or threading.Event()
+    context = await in_thread(_build_context)(store, task_id, cancel_event)
+    if context is None:
+        return
+    agent: AgentExecutor = app_settings.AGENT()
+    updater = TaskUpdater(store, context)
+    try:
+        if inspect.iscoroutinefunction(agent.execute):
+            await agent.execute(context, updater)
+        else:
+            await in_thread(agent.execute)(context, updater)
+    except TaskStateError:
+        logger.info("Task %s finished while its agent was still writing", task_id)
+    except asyncio.CancelledError:
+        logger.info("Agent job for task %s was stopped", task_id)
+        raise
+    except Exception as exc:
+        logger.exception("Agent failed on task %s", task_id)
+        await in_thread(_fail)(updater, exc)
+    else:
+        await in_thread(_finish)(store, updater)

@@ -1,0 +1,131 @@
+"""Schema of stored tasks: Task, its history (Message), Artifact and the TaskEvent log."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from a2a_endpoint.lifecycle import TaskState
+from a2a_endpoint.managers import MessageQuerySet, TaskQuerySet
+
+STATE_CHOICES = [(state.value, state.name.replace("_", " ").capitalize()) for state in TaskState]
+
+
+class Task(models.Model):
+    """One A2A task. ``seq`` is the number of the last TaskEvent written for it."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    context_id = models.CharField(_("context id"), max_length=255)
+    owner = models.CharField(_("owner"), max_length=255, help_text=_("The caller who owns it."))
+    tenant = models.CharField(_("tenant"), max_length=255, blank=True, default="")
+    state = models.CharField(_("state"), max_length=32, choices=STATE_CHOICES)
+    status_message = models.JSONField(
+        _("status message"), null=True, blank=True, help_text=_("ProtoJSON Message, if any.")
+    )
+    status_timestamp = models.DateTimeField(_("status timestamp"))
+    metadata = models.JSONField(_("metadata"), null=True, blank=True)
+    seq = models.PositiveBigIntegerField(_("last event number"), default=0)
+    history_size = models.PositiveIntegerField(_("history size"), default=0)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("updated"), auto_now=True)
+
+    objects = TaskQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = _("task")
+        verbose_name_plural = _("tasks")
+        ordering = ["-status_timestamp", "-id"]
+        indexes = [
+            models.Index(
+                fields=["owner", "tenant", "-status_timestamp", "-id"], name="a2a_task_owner_recent"
+            ),
+            models.Index(
+                fields=["owner", "tenant", "context_id", "-status_timestamp", "-id"],
+                name="a2a_task_owner_context",
+            ),
+            models.Index(
+                fields=["owner", "tenant", "state", "-status_timestamp", "-id"],
+                name="a2a_task_owner_state",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.state})"
+
+    @property
+    def task_state(self) -> TaskState:
+        return TaskState(self.state)
+
+
+class Message(models.Model):
+    """A message of a task's history, in the order it was exchanged."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="messages")
+    position = models.PositiveIntegerField(_("position"))
+    message_id = models.CharField(_("message id"), max_length=255)
+    role = models.CharField(_("role"), max_length=16)
+    payload = models.JSONField(_("message"), help_text=_("ProtoJSON Message."))
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    objects = MessageQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = _("message")
+        verbose_name_plural = _("messages")
+        ordering = ["task_id", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "position"], name="a2a_message_position"),
+            models.UniqueConstraint(fields=["task", "message_id"], name="a2a_message_once"),
+        ]
+        indexes = [models.Index(fields=["message_id"], name="a2a_message_id")]
+
+    def __str__(self) -> str:
+        return f"{self.role} {self.message_id}"
+
+
+class Artifact(models.Model):
+    """An output of a task; chunks are merged at write time (append / lastChunk)."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="artifacts")
+    position = models.PositiveIntegerField(_("position"))
+    artifact_id = models.CharField(_("artifact id"), max_length=255)
+    name = models.CharField(_("name"), max_length=255, blank=True, default="")
+    description = models.TextField(_("description"), blank=True, default="")
+    parts = models.JSONField(_("parts"), default=list, help_text=_("ProtoJSON Parts."))
+    metadata = models.JSONField(_("metadata"), null=True, blank=True)
+    extensions = models.JSONField(_("extensions"), default=list, blank=True)
+    complete = models.BooleanField(_("complete"), default=False, help_text=_("Last chunk seen."))
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("updated"), auto_now=True)
+
+    class Meta:
+        verbose_name = _("artifact")
+        verbose_name_plural = _("artifacts")
+        ordering = ["task_id", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "artifact_id"], name="a2a_artifact_once"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name or self.artifact_id
+
+
+class TaskEvent(models.Model):
+    """Append-only log of a task's StreamResponses, numbered by ``seq`` (gap filling, resume)."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveBigIntegerField(_("sequence number"))
+    kind = models.CharField(_("kind"), max_length=32)
+    payload = models.JSONField(_("stream response"))
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("task event")
+        verbose_name_plural = _("task events")
+        ordering = ["task_id", "seq"]
+        constraints = [models.UniqueConstraint(fields=["task", "seq"], name="a2a_event_seq")]
+
+    def __str__(self) -> str:
+        return f"{self.task_id} #{self.seq} {self.kind}"

@@ -1,0 +1,465 @@
+"""Task persistence: every ORM write and read of tasks, converting rows to wire types.
+
+Writes lock the task row (``select_for_update``), check the move with ``lifecycle``, write
+the change and its numbered ``TaskEvent`` in one transaction, and hand the event to the
+publisher only after commit, so a subscriber never sees an event that was rolled back.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+from django.core import signing
+from django.db import transaction
+from django.utils import timezone
+
+from a2a_endpoint import models, types
+from a2a_endpoint.errors import (
+    InvalidParamsError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    TaskStateError,
+    UnsupportedOperationError,
+)
+from a2a_endpoint.lifecycle import CANCELABLE_STATES, TaskState, transition
+
+DEFAULT_PAGE_SIZE = 50
+_CURSOR_SALT = "a2a_endpoint.list_tasks.cursor"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """A change as written to the log: what subscribers and the blocking wait receive."""
+
+    task_id: str
+    seq: int
+    state: TaskState
+    payload: dict[str, Any]  # a ProtoJSON StreamResponse
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRecord:
+    """The identity and state of a task, without its history."""
+
+    id: str
+    context_id: str
+    owner: str
+    tenant: str
+    state: TaskState
+    seq: int
+
+
+Publisher = Callable[[StoredEvent], None]
+
+
+def _to_builtins(value: msgspec.Struct) -> dict[str, Any]:
+    return msgspec.to_builtins(value)  # ProtoJSON dict (bytes → base64, enums → names)
+
+
+def canonical_task_id(task_id: str) -> str:
+    """The stored spelling of a task id; TaskNotFoundError when it cannot be one of ours."""
+    return str(_parse_uuid(task_id))
+
+
+def _parse_uuid(task_id: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(str(task_id))
+    except (TypeError, ValueError, AttributeError):
+        raise TaskNotFoundError(taskId=task_id) from None
+
+
+def _record(task: models.Task) -> TaskRecord:
+    return TaskRecord(
+        id=str(task.id),
+        context_id=task.context_id,
+        owner=task.owner,
+        tenant=task.tenant,
+        state=TaskState(task.state),
+        seq=task.seq,
+    )
+
+
+def _status(task: models.Task) -> types.TaskStatus:
+    message = task.status_message
+    return types.TaskStatus(
+        state=TaskState(task.state),
+        message=msgspec.convert(message, types.Message) if message else None,
+        timestamp=types.format_timestamp(task.status_timestamp.astimezone(UTC)),
+    )
+
+
+def _artifact(row: models.Artifact) -> types.Artifact:
+    return types.Artifact(
+        artifact_id=row.artifact_id,
+        name=row.name,
+        description=row.description,
+        parts=msgspec.convert(row.parts, list[types.Part]),
+        metadata=row.metadata,
+        extensions=row.extensions,
+    )
+
+
+def _history_window(task: models.Task, history_length: int | None) -> int:
+    """First history position to return: the tail of ``history_length`` (A2A §3.2.4)."""
+    if history_length is None:
+        return 0
+    return max(task.history_size - history_length, 0)
+
+
+class TaskStore:
+    """The Django ORM task store. ``publisher`` receives each event after its commit."""
+
+    def __init__(self, publisher: Publisher | None = None) -> None:
+        self.publisher = publisher
+
+    # --- reads --------------------------------------------------------------------------
+
+    def get_task(
+        self, task_id: str, owner: str, tenant: str, *, history_length: int | None = None
+    ) -> types.Task:
+        task = self._visible(task_id, owner, tenant)
+        return self.snapshots([task], history_length=history_length, include_artifacts=True)[0]
+
+    def get_record(self, task_id: str, owner: str, tenant: str) -> TaskRecord:
+        return _record(self._visible(task_id, owner, tenant))
+
+    def load(self, task_id: str) -> TaskRecord | None:
+        task = models.Task.objects.filter(pk=_parse_uuid(task_id)).first()
+        return _record(task) if task else None
+
+    def history(self, task_id: str) -> list[types.Message]:
+        rows = models.Message.objects.filter(task_id=_parse_uuid(task_id)).order_by("position")
+        return [msgspec.convert(row.payload, types.Message) for row in rows]
+
+    def task_for_message(self, owner: str, tenant: str, message_id: str) -> str | None:
+        """The task a user message already started, so a retried send is not run twice."""
+        row = (
+            models.Message.objects.filter(
+                message_id=message_id,
+                role=types.Role.USER.value,
+                task__owner=owner,
+                task__tenant=tenant,
+            )
+            .values_list("task_id", flat=True)
+            .first()
+        )
+        return str(row) if row else None
+
+    def snapshots(
+        self,
+        tasks: list[models.Task],
+        *,
+        history_length: int | None,
+        include_artifacts: bool,
+    ) -> list[types.Task]:
+        """Whole Task values for ``tasks`` in two more queries at most, whatever their number."""
+        history = self._history_by_task(tasks, history_length)
+        artifacts = self._artifacts_by_task(tasks) if include_artifacts else {}
+        return [
+            types.Task(
+                id=str(task.id),
+                context_id=task.context_id,
+                status=_status(task),
+                artifacts=artifacts.get(task.id, []),
+                history=history.get(task.id, []),
+                metadata=task.metadata,
+            )
+            for task in tasks
+        ]
+
+    def list_tasks(
+        self, owner: str, tenant: str, request: types.ListTasksRequest
+    ) -> types.ListTasksResponse:
+        page_size = request.page_size or DEFAULT_PAGE_SIZE
+        state = request.status.value if request.status is not TaskState.UNSPECIFIED else ""
+        matching = models.Task.objects.visible_to(owner, tenant).matching(
+            context_id=request.context_id,
+            state=state,
+            status_after=request.status_timestamp_after,
+        )
+        page = matching.newest_first()
+        if request.page_token:
+            page = page.after_cursor(*_read_cursor(request.page_token))
+        rows = list(page[: page_size + 1])
+        has_more = len(rows) > page_size
+        rows = rows[:page_size]
+        tasks = self.snapshots(
+            rows,
+            history_length=request.history_length,
+            include_artifacts=bool(request.include_artifacts),
+        )
+        return types.ListTasksResponse(
+            tasks=tasks,
+            next_page_token=_make_cursor(rows[-1]) if has_more else "",
+            page_size=page_size,
+            total_size=matching.count(),
+        )
+
+    # --- writes -------------------------------------------------------------------------
+
+    def create_task(
+        self,
+        *,
+        task_id: str | None = None,
+        owner: str,
+        tenant: str,
+        context_id: str,
+        message: types.Message,
+        metadata: dict[str, Any] | None = None,
+    ) -> TaskRecord:
+        """Store a new SUBMITTED task whose history starts with ``message``."""
+        with transaction.atomic():
+            task = models.Task.objects.create(
+                id=_parse_uuid(task_id) if task_id else uuid.uuid4(),
+                context_id=context_id,
+                owner=owner,
+                tenant=tenant,
+                state=TaskState.SUBMITTED.value,
+                status_timestamp=timezone.now(),
+                metadata=metadata,
+            )
+            message = msgspec.structs.replace(message, task_id=str(task.id), context_id=context_id)
+            self._append_history(task, [message])
+            snapshot = self.snapshots([task], history_length=None, include_artifacts=False)[0]
+            self._record_event(task, {"task": _to_builtins(snapshot)})
+            task.save(update_fields=["seq", "history_size", "updated_at"])
+        return _record(task)
+
+    def continue_task(
+        self, task_id: str, owner: str, tenant: str, message: types.Message
+    ) -> tuple[TaskRecord, bool]:
+        """Append a user message to an interrupted task and set it WORKING.
+
+        Returns ``(record, resumed)``; ``resumed`` is False when the message was already
+        taken (same ``messageId``), so the caller must not run the agent again.
+        """
+        with transaction.atomic():
+            task = self._visible(task_id, owner, tenant, lock=True)
+            if task.messages.filter(message_id=message.message_id).exists():
+                return _record(task), False
+            state = TaskState(task.state)
+            if state.is_terminal:
+                raise UnsupportedOperationError(
+                    f"Task is in terminal state {state.value} and cannot be continued",
+                    taskId=task_id,
+                )
+            if not state.is_interrupted:
+                raise UnsupportedOperationError(
+                    f"Task is {state.value}, not waiting for input", taskId=task_id
+                )
+            message = msgspec.structs.replace(message, task_id=str(task.id))
+            self._append_history(task, [message])
+            self._change_status(task, TaskState.WORKING, None)
+        return _record(task), True
+
+    def update_status(
+        self, task_id: str, state: TaskState, message: types.Message | None = None
+    ) -> StoredEvent:
+        """Move a task to ``state`` (raises TaskStateError once it is terminal)."""
+        with transaction.atomic():
+            task = self._locked(task_id)
+            return self._change_status(task, state, message)
+
+    def reply(self, task_id: str, message: types.Message) -> StoredEvent:
+        """Finish the task with a direct Message answer instead of task updates (A2A §3.1.1).
+
+        The event is ``{"message": …}`` without ``taskId``: to the client no task was created.
+        """
+        with transaction.atomic():
+            task = self._locked(task_id)
+            return self._change_status(task, TaskState.COMPLETED, message, as_message=True)
+
+    def add_artifact(
+        self, task_id: str, artifact: types.Artifact, *, append: bool, last_chunk: bool
+    ) -> StoredEvent:
+        with transaction.atomic():
+            task = self._locked(task_id)
+            if TaskState(task.state).is_terminal:
+                raise TaskStateError(f"Task {task_id} is finished", taskId=task_id)
+            self._merge_artifact(task, artifact, append=append, last_chunk=last_chunk)
+            event = self._record_event(
+                task,
+                {
+                    "artifactUpdate": _to_builtins(
+                        types.TaskArtifactUpdateEvent(
+                            task_id=str(task.id),
+                            context_id=task.context_id,
+                            artifact=artifact,
+                            append=append,
+                            last_chunk=last_chunk,
+                        )
+                    )
+                },
+            )
+            task.save(update_fields=["seq", "updated_at"])
+        return event
+
+    def cancel(self, task_id: str, owner: str, tenant: str) -> types.Task:
+        """CancelTask: CANCELED in one transaction, or TaskNotCancelableError (A2A §3.1.5)."""
+        with transaction.atomic():
+            task = self._visible(task_id, owner, tenant, lock=True)
+            if TaskState(task.state) not in CANCELABLE_STATES:
+                raise TaskNotCancelableError(
+                    f"Task is in state {task.state} and cannot be canceled", taskId=task_id
+                )
+            self._change_status(task, TaskState.CANCELED, None)
+            return self.snapshots([task], history_length=None, include_artifacts=True)[0]
+
+    # --- internals ----------------------------------------------------------------------
+
+    def _visible(self, task_id: str, owner: str, tenant: str, *, lock: bool = False) -> models.Task:
+        queryset = models.Task.objects.visible_to(owner, tenant)
+        if lock:
+            queryset = queryset.select_for_update()
+        task = queryset.filter(pk=_parse_uuid(task_id)).first()
+        if task is None:
+            # A task that exists but belongs to someone else is "not found" too (A2A §3.3.2).
+            raise TaskNotFoundError(taskId=task_id)
+        return task
+
+    def _locked(self, task_id: str) -> models.Task:
+        task = models.Task.objects.select_for_update().filter(pk=_parse_uuid(task_id)).first()
+        if task is None:
+            raise TaskNotFoundError(taskId=task_id)
+        return task
+
+    def _change_status(
+        self,
+        task: models.Task,
+        state: TaskState,
+        message: types.Message | None,
+        *,
+        as_message: bool = False,
+    ) -> StoredEvent:
+        transition(TaskState(task.state), state)
+        if message is not None:
+            message = msgspec.structs.replace(
+                message, task_id=str(task.id), context_id=task.context_id
+            )
+            self._append_history(task, [message])
+        task.state = state.value
+        task.status_message = _to_builtins(message) if message is not None else None
+        task.status_timestamp = timezone.now()
+        if as_message and message is not None:
+            payload = {"message": _to_builtins(msgspec.structs.replace(message, task_id=""))}
+        else:
+            update = types.TaskStatusUpdateEvent(
+                task_id=str(task.id), context_id=task.context_id, status=_status(task)
+            )
+            payload = {"statusUpdate": _to_builtins(update)}
+        event = self._record_event(task, payload)
+        task.save(
+            update_fields=[
+                "state",
+                "status_message",
+                "status_timestamp",
+                "seq",
+                "history_size",
+                "updated_at",
+            ]
+        )
+        return event
+
+    def _append_history(self, task: models.Task, messages: Iterable[types.Message]) -> None:
+        known = set(
+            task.messages.filter(message_id__in=[m.message_id for m in messages]).values_list(
+                "message_id", flat=True
+            )
+        )
+        rows = []
+        for message in messages:
+            if message.message_id in known:
+                continue  # an agent re-sending the same message: history keeps one copy
+            rows.append(
+                models.Message(
+                    task=task,
+                    position=task.history_size,
+                    message_id=message.message_id,
+                    role=message.role.value,
+                    payload=_to_builtins(message),
+                )
+            )
+            task.history_size += 1
+        models.Message.objects.bulk_create(rows)
+
+    def _merge_artifact(
+        self, task: models.Task, artifact: types.Artifact, *, append: bool, last_chunk: bool
+    ) -> None:
+        parts = [_to_builtins(part) for part in artifact.parts]
+        row = task.artifacts.filter(artifact_id=artifact.artifact_id).first()
+        if row is None:
+            row = models.Artifact(
+                task=task, artifact_id=artifact.artifact_id, position=task.artifacts.count()
+            )
+            row.parts = []
+        if append:
+            row.parts = [*row.parts, *parts]
+        else:
+            row.parts = parts
+        row.name = artifact.name or row.name
+        row.description = artifact.description or row.description
+        if artifact.metadata is not None:
+            row.metadata = {**(row.metadata or {}), **artifact.metadata}
+        row.extensions = artifact.extensions or row.extensions
+        row.complete = last_chunk
+        row.save()
+
+    def _record_event(self, task: models.Task, payload: dict[str, Any]) -> StoredEvent:
+        task.seq += 1
+        kind = next(iter(payload))
+        models.TaskEvent.objects.create(task=task, seq=task.seq, kind=kind, payload=payload)
+        event = StoredEvent(
+            task_id=str(task.id), seq=task.seq, state=TaskState(task.state), payload=payload
+        )
+        if self.publisher is not None:
+            publisher = self.publisher
+            transaction.on_commit(lambda: publisher(event))
+        return event
+
+    def _history_by_task(
+        self, tasks: list[models.Task], history_length: int | None
+    ) -> dict[Any, list[types.Message]]:
+        if history_length == 0 or not tasks:
+            return {}
+        rows = models.Message.objects.filter(task_id__in=[task.id for task in tasks])
+        if history_length is not None:
+            starts = {task.id: _history_window(task, history_length) for task in tasks}
+            if len(tasks) == 1:
+                rows = rows.filter(position__gte=starts[tasks[0].id])
+        result: dict[Any, list[types.Message]] = {}
+        for row in rows.order_by("task_id", "position"):
+            if history_length is not None and row.position < starts[row.task_id]:
+                continue
+            result.setdefault(row.task_id, []).append(msgspec.convert(row.payload, types.Message))
+        return result
+
+    def _artifacts_by_task(self, tasks: list[models.Task]) -> dict[Any, list[types.Artifact]]:
+        if not tasks:
+            return {}
+        rows = models.Artifact.objects.filter(task_id__in=[task.id for task in tasks])
+        result: dict[Any, list[types.Artifact]] = {}
+        for row in rows.order_by("task_id", "position"):
+            result.setdefault(row.task_id, []).append(_artifact(row))
+        return result
+
+
+def _make_cursor(task: models.Task) -> str:
+    """An opaque, signed keyset cursor: the sort key of the last task on the page."""
+    return signing.dumps(
+        [task.status_timestamp.astimezone(UTC).isoformat(), str(task.id)], salt=_CURSOR_SALT
+    )
+
+
+def _read_cursor(token: str) -> tuple[datetime, uuid.UUID]:
+    try:
+        timestamp, task_id = signing.loads(token, salt=_CURSOR_SALT)
+        return datetime.fromisoformat(timestamp), uuid.UUID(task_id)
+    except (signing.BadSignature, ValueError, TypeError):
+        raise InvalidParamsError(
+            "Invalid page token", field="pageToken", description="The page token is not valid"
+        ) from None

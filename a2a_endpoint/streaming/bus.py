@@ -1,0 +1,158 @@
+"""The event bus: publishes stored task events to every listener of that task.
+
+``InMemoryEventBus`` serves one process (any thread, any event loop); ``ChannelLayerEventBus``
+carries events between processes through a Channels layer (one group per task). Channels is
+imported only here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from typing import Any
+
+from a2a_endpoint.lifecycle import TaskState
+from a2a_endpoint.store import StoredEvent
+
+GROUP_PREFIX = "a2a.task."
+
+
+def group_name(task_id: str) -> str:
+    return f"{GROUP_PREFIX}{task_id}"
+
+
+class Subscription(ABC):
+    """Events of one task, in the order they arrive, from the moment of subscribing."""
+
+    @abstractmethod
+    async def get(self) -> StoredEvent: ...
+
+    async def get_until(self, deadline: float) -> StoredEvent | None:
+        """The next event, or None once the loop clock passes ``deadline``."""
+        remaining = deadline - asyncio.get_running_loop().time()
+        if remaining <= 0:
+            return None
+        try:
+            return await asyncio.wait_for(self.get(), remaining)
+        except TimeoutError:
+            return None
+
+
+class EventBus(ABC):
+    @abstractmethod
+    def publish(self, event: StoredEvent) -> None:
+        """Deliver ``event`` to the task's subscribers. Callable from any thread."""
+
+    @abstractmethod
+    def subscribe(self, task_id: str) -> contextlib.AbstractAsyncContextManager[Subscription]:
+        """Join the task's listeners; leaving the context frees everything at once."""
+
+
+class _QueueSubscription(Subscription):
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.queue: asyncio.Queue[StoredEvent] = asyncio.Queue()
+
+    async def get(self) -> StoredEvent:
+        return await self.queue.get()
+
+    def deliver(self, event: StoredEvent) -> None:
+        with contextlib.suppress(RuntimeError):  # the subscriber's loop is already closed
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, event)
+
+
+class InMemoryEventBus(EventBus):
+    """One process, thread-safe: publishers may run in worker threads or other loops."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._subscribers: dict[str, set[_QueueSubscription]] = {}
+
+    def publish(self, event: StoredEvent) -> None:
+        with self._lock:
+            subscribers = list(self._subscribers.get(event.task_id, ()))
+        for subscriber in subscribers:
+            subscriber.deliver(event)
+
+    @contextlib.asynccontextmanager
+    async def subscribe(self, task_id: str) -> AsyncIterator[Subscription]:
+        subscription = _QueueSubscription()
+        with self._lock:
+            self._subscribers.setdefault(task_id, set()).add(subscription)
+        try:
+            yield subscription
+        finally:
+            with self._lock:
+                members = self._subscribers.get(task_id)
+                if members is not None:
+                    members.discard(subscription)
+                    if not members:
+                        del self._subscribers[task_id]
+
+    def subscriber_count(self, task_id: str) -> int:
+        with self._lock:
+            return len(self._subscribers.get(task_id, ()))
+
+
+def _to_message(event: StoredEvent) -> dict[str, Any]:
+    return {
+        "type": "a2a.event",
+        "task_id": event.task_id,
+        "seq": event.seq,
+        "state": event.state.value,
+        "payload": event.payload,
+    }
+
+
+def _from_message(message: dict[str, Any]) -> StoredEvent:
+    return StoredEvent(
+        task_id=message["task_id"],
+        seq=message["seq"],
+        state=TaskState(message["state"]),
+        payload=message["payload"],
+    )
+
+
+class _ChannelSubscription(Subscription):
+    def __init__(self, layer: Any, channel: str) -> None:
+        self.layer = layer
+        self.channel = channel
+
+    async def get(self) -> StoredEvent:
+        while True:
+            message = await self.layer.receive(self.channel)
+            if message.get("type") == "a2a.event":
+                return _from_message(message)
+
+
+class ChannelLayerEventBus(EventBus):
+    """Across processes through the Django Channels layer (``channels_redis`` in production)."""
+
+    def __init__(self, alias: str = "default") -> None:
+        try:
+            from channels.layers import get_channel_layer
+        except ImportError as exc:  # pragma: no cover - exercised by the system check
+            raise ImportError(
+                "ChannelLayerEventBus needs Django Channels: pip install 'a2a-endpoint[channels]'"
+            ) from exc
+        self.layer = get_channel_layer(alias)
+        if self.layer is None:
+            raise ValueError(f"No channel layer is configured under CHANNEL_LAYERS[{alias!r}]")
+
+    def publish(self, event: StoredEvent) -> None:
+        from asgiref.sync import async_to_sync
+
+        async_to_sync(self.layer.group_send)(group_name(event.task_id), _to_message(event))
+
+    @contextlib.asynccontextmanager
+    async def subscribe(self, task_id: str) -> AsyncIterator[Subscription]:
+        channel = await self.layer.new_channel("a2a.")
+        group = group_name(task_id)
+        await self.layer.group_add(group, channel)
+        try:
+            yield _ChannelSubscription(self.layer, channel)
+        finally:
+            await self.layer.group_discard(group, channel)

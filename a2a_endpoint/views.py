@@ -1,0 +1,160 @@
+"""HTTP transport: the JSON-RPC endpoint (POST, JSON or SSE) and the public agent card."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+from django.core.exceptions import RequestDataTooBig
+from django.core.signals import setting_changed
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.urls import reverse
+from django.utils.decorators import method_decorator
+from django.views import View
+from django.views.decorators.csrf import csrf_exempt
+
+from a2a_endpoint import jsonrpc
+from a2a_endpoint.conf import SETTING_NAME, app_settings
+from a2a_endpoint.rpc import RpcContext, build_dispatcher
+from a2a_endpoint.service.agent_card import build_agent_card
+from a2a_endpoint.streaming.sse import encode_sse
+
+JSON_TYPES = frozenset({"application/json", "application/a2a+json"})
+VERSION_HEADER = "A2A-Version"
+EXTENSIONS_HEADER = "A2A-Extensions"
+
+
+@functools.cache
+def _dispatcher() -> jsonrpc.Dispatcher:
+    return build_dispatcher()
+
+
+def _reset(*, setting: str, **kwargs: Any) -> None:
+    if setting == SETTING_NAME:
+        _dispatcher.cache_clear()
+
+
+setting_changed.connect(_reset)
+
+
+def _json(payload: Any, status: int = 200, context: RpcContext | None = None) -> HttpResponse:
+    response = HttpResponse(
+        msgspec.json.encode(payload), content_type="application/json", status=status
+    )
+    if context is not None and (activated := context.activated_extensions):
+        response[EXTENSIONS_HEADER] = ", ".join(sorted(activated))
+    return response
+
+
+def _refusal(status: int, message: str) -> HttpResponse:
+    """An HTTP-level refusal that still carries a JSON-RPC error body (id unknown: null)."""
+    error = jsonrpc.InvalidRequestError(message)
+    return _json(jsonrpc.failure(None, error), status=status)
+
+
+def _header_list(value: str) -> frozenset[str]:
+    return frozenset(item.strip() for item in value.split(",") if item.strip())
+
+
+async def _context(request: HttpRequest) -> RpcContext:
+    caller = app_settings.CALLER_RESOLVER(request)
+    if inspect.isawaitable(caller):
+        caller = await caller
+    version = request.headers.get(VERSION_HEADER) or request.GET.get(VERSION_HEADER)
+    extensions = request.headers.get(EXTENSIONS_HEADER) or request.headers.get("X-A2A-Extensions")
+    return RpcContext(
+        caller=caller, version=version, requested_extensions=_header_list(extensions or "")
+    )
+
+
+def _read_body(request: HttpRequest) -> bytes | HttpResponse:
+    """The body, or a refusal when it is too large or not JSON (checked before parsing)."""
+    limit = int(app_settings.MAX_REQUEST_BYTES)
+    if int(request.META.get("CONTENT_LENGTH") or 0) > limit:
+        return _too_large(limit)
+    # A JSON content type makes browsers preflight cross-site calls (no CSRF via forms).
+    if request.content_type not in JSON_TYPES:
+        return _refusal(415, "Content-Type must be application/json")
+    try:
+        body = request.body
+    except RequestDataTooBig:
+        return _too_large(limit)
+    return _too_large(limit) if len(body) > limit else body
+
+
+def _too_large(limit: int) -> HttpResponse:
+    return _refusal(413, f"Request body is larger than {limit} bytes")
+
+
+async def _sse(first: dict[str, Any], rest: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
+    yield encode_sse(msgspec.json.encode(first))
+    async for item in rest:
+        yield encode_sse(msgspec.json.encode(item))
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+class JsonRpcView(View):
+    """POST a JSON-RPC 2.0 request or batch; A2A methods answer JSON or an SSE stream."""
+
+    http_method_names = ["post"]
+
+    async def post(self, request: HttpRequest) -> HttpResponse:
+        body = _read_body(request)
+        if isinstance(body, HttpResponse):
+            return body
+        context = await _context(request)
+        outcome = await _dispatcher().dispatch(body, context)
+        if isinstance(outcome, jsonrpc.Reply):
+            return _json(outcome.payload, context=context)
+        if isinstance(outcome, jsonrpc.NoReply):
+            return HttpResponse(status=204)
+        return await self.stream(outcome, context)
+
+    async def stream(self, outcome: jsonrpc.StreamReply, context: RpcContext) -> HttpResponse:
+        frames = _dispatcher().stream(outcome.request, outcome.method, context)
+        first = await anext(frames)
+        if "error" in first or outcome.request.is_notification:
+            # Errors found before the stream starts are a plain JSON-RPC response (A2A §9.4).
+            await frames.aclose()
+            if outcome.request.is_notification:
+                return HttpResponse(status=204)
+            return _json(first, context=context)
+        response = StreamingHttpResponse(_sse(first, frames), content_type="text/event-stream")
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"  # nginx: do not buffer the stream
+        return response
+
+    async def http_method_not_allowed(
+        self, request: HttpRequest, *args: Any, **kwargs: Any
+    ) -> HttpResponse:
+        response = _refusal(405, "The JSON-RPC endpoint accepts POST only")
+        response["Allow"] = "POST"
+        return response
+
+
+def _jsonrpc_url(request: HttpRequest) -> str:
+    path = reverse("a2a_endpoint:jsonrpc")
+    base = app_settings.BASE_URL
+    return base.rstrip("/") + path if base else request.build_absolute_uri(path)
+
+
+class AgentCardView(View):
+    """GET /.well-known/agent-card.json: the public agent card with caching headers."""
+
+    http_method_names = ["get", "head"]
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        body = msgspec.json.encode(build_agent_card(_jsonrpc_url(request)))
+        etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+        if etag in _header_list(request.headers.get("If-None-Match", "")):
+            response = HttpResponse(status=304)
+        else:
+            response = HttpResponse(body, content_type="application/json")
+        response["ETag"] = etag
+        response["Cache-Control"] = f"public, max-age={int(app_settings.CARD_MAX_AGE)}"
+        response["Access-Control-Allow-Origin"] = "*"
+        return response
