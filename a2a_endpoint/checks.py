@@ -66,7 +66,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Error | Warni
         )
     problems += _agent_errors(user.get("AGENT"))
     card = user.get("CARD") or {}
-    if not card.get("name") or not card.get("description"):
+    if not isinstance(card, dict) or not card.get("name") or not card.get("description"):
         problems.append(
             Error(
                 f"{SETTING_NAME}['CARD'] needs a 'name' and a 'description'.",

@@ -35,10 +35,13 @@ class TaskQuerySet(models.QuerySet):
         return self.order_by("-status_timestamp", "-id")
 
     def after_cursor(self, timestamp: datetime, task_id: Any) -> TaskQuerySet:
-        """Keyset continuation of ``newest_first``: strictly after (timestamp, id)."""
-        return self.filter(
-            models.Q(status_timestamp__lt=timestamp)
-            | models.Q(status_timestamp=timestamp, id__lt=task_id)
+        """Keyset continuation of ``newest_first``: strictly after (timestamp, id).
+
+        The plain ``<=`` bound lets the (owner, tenant, -status_timestamp, -id) index start
+        the scan at the cursor; the OR alone would be a filter over every earlier row.
+        """
+        return self.filter(status_timestamp__lte=timestamp).filter(
+            models.Q(status_timestamp__lt=timestamp) | models.Q(id__lt=task_id)
         )
 
     def active(self) -> TaskQuerySet:

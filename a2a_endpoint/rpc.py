@@ -180,6 +180,8 @@ async def _legacy_method(params: Any, context: RpcContext) -> Any:
         raise errors.VersionNotSupportedError(
             "A2A v0.3 methods are not served; use the v1.0 methods", supportedVersions="1.0"
         )
+    # An explicit unsupported version is -32009 whatever the method (A2A §3.6.2).
+    negotiate_version(context.version)
     raise jsonrpc.MethodNotFoundError()
 
 

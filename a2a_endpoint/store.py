@@ -7,6 +7,8 @@ publisher only after commit, so a subscriber never sees an event that was rolled
 
 from __future__ import annotations
 
+import functools
+import operator
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -16,6 +18,7 @@ from typing import Any
 import msgspec
 from django.core import signing
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from a2a_endpoint import models, types
@@ -136,6 +139,15 @@ class TaskStore:
         rows = models.Message.objects.filter(task_id=_parse_uuid(task_id)).order_by("position")
         return [msgspec.convert(row.payload, types.Message) for row in rows]
 
+    def direct_reply(self, task_id: str) -> types.Message | None:
+        """The Message a task was answered with instead of task updates, if it was."""
+        payload = (
+            models.TaskEvent.objects.filter(task_id=_parse_uuid(task_id), kind="message")
+            .values_list("payload", flat=True)
+            .first()
+        )
+        return msgspec.convert(payload["message"], types.Message) if payload else None
+
     def task_for_message(self, owner: str, tenant: str, message_id: str) -> str | None:
         """The task a user message already started, so a retried send is not run twice."""
         row = (
@@ -252,7 +264,10 @@ class TaskStore:
                 raise UnsupportedOperationError(
                     f"Task is {state.value}, not waiting for input", taskId=task_id
                 )
-            message = msgspec.structs.replace(message, task_id=str(task.id))
+            # A2A §3.4: a message with only taskId belongs to the task's context.
+            message = msgspec.structs.replace(
+                message, task_id=str(task.id), context_id=task.context_id
+            )
             self._append_history(task, [message])
             self._change_status(task, TaskState.WORKING, None)
         return _record(task), True
@@ -426,15 +441,18 @@ class TaskStore:
     ) -> dict[Any, list[types.Message]]:
         if history_length == 0 or not tasks:
             return {}
-        rows = models.Message.objects.filter(task_id__in=[task.id for task in tasks])
-        if history_length is not None:
-            starts = {task.id: _history_window(task, history_length) for task in tasks}
-            if len(tasks) == 1:
-                rows = rows.filter(position__gte=starts[tasks[0].id])
+        # One query for all tasks, each bounded to its window of the rows just read: the
+        # newest ``history_length`` messages at most (A2A §3.2.4), none appended since.
+        windows = [
+            Q(task_id=task.id, position__gte=start, position__lt=task.history_size)
+            for task in tasks
+            if (start := _history_window(task, history_length)) < task.history_size
+        ]
+        if not windows:
+            return {}
+        window = functools.reduce(operator.or_, windows)
         result: dict[Any, list[types.Message]] = {}
-        for row in rows.order_by("task_id", "position"):
-            if history_length is not None and row.position < starts[row.task_id]:
-                continue
+        for row in models.Message.objects.filter(window).order_by("task_id", "position"):
             result.setdefault(row.task_id, []).append(msgspec.convert(row.payload, types.Message))
         return result
 

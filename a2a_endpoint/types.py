@@ -8,6 +8,7 @@ the checks msgspec cannot express (oneof, non-empty ids and lists) live in ``__p
 
 from __future__ import annotations
 
+import builtins
 import enum
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -324,7 +325,9 @@ class AgentCapabilities(Wire, kw_only=True):
 
 
 class StringList(Wire, kw_only=True):
-    list: list[str] = msgspec.field(default_factory=list)
+    # "builtins.": the string annotation is evaluated in the class namespace, where ``list``
+    # is this field (a bare ``list[str]`` made every decode raise TypeError).
+    list: builtins.list[str] = msgspec.field(default_factory=builtins.list)
 
 
 class SecurityRequirement(Wire, kw_only=True):

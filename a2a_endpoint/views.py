@@ -9,10 +9,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
-from django.core.exceptions import RequestDataTooBig
+from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.core.signals import setting_changed
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.urls import reverse
+from django.utils.cache import get_conditional_response
 from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
@@ -61,9 +62,14 @@ def _header_list(value: str) -> frozenset[str]:
 
 
 async def _context(request: HttpRequest) -> RpcContext:
-    caller = app_settings.CALLER_RESOLVER(request)
-    if inspect.isawaitable(caller):
-        caller = await caller
+    resolver = app_settings.CALLER_RESOLVER
+    if iscoroutinefunction(resolver):
+        caller = await resolver(request)
+    else:
+        # A sync resolver may use the ORM (API keys, tenants): never on the event loop.
+        caller = await sync_to_async(resolver, thread_sensitive=True)(request)
+        if inspect.isawaitable(caller):
+            caller = await caller
     version = request.headers.get(VERSION_HEADER) or request.GET.get(VERSION_HEADER)
     extensions = request.headers.get(EXTENSIONS_HEADER) or request.headers.get("X-A2A-Extensions")
     return RpcContext(
@@ -71,18 +77,24 @@ async def _context(request: HttpRequest) -> RpcContext:
     )
 
 
+def _declared_length(request: HttpRequest) -> int:
+    try:
+        return int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:  # a malformed header is no reason for a 500: the real size decides
+        return 0
+
+
 def _read_body(request: HttpRequest) -> bytes | HttpResponse:
     """The body, or a refusal when it is too large or not JSON (checked before parsing)."""
     limit = int(app_settings.MAX_REQUEST_BYTES)
-    if int(request.META.get("CONTENT_LENGTH") or 0) > limit:
+    if _declared_length(request) > limit:
         return _too_large(limit)
     # A JSON content type makes browsers preflight cross-site calls (no CSRF via forms).
     if request.content_type not in JSON_TYPES:
         return _refusal(415, "Content-Type must be application/json")
-    try:
-        body = request.body
-    except RequestDataTooBig:
-        return _too_large(limit)
+    # read(), not .body: MAX_REQUEST_BYTES alone is the limit (not DATA_UPLOAD_MAX_MEMORY_SIZE),
+    # and at most limit + 1 bytes are read when Content-Length lies or is absent.
+    body = request.read(limit + 1)
     return _too_large(limit) if len(body) > limit else body
 
 
@@ -150,10 +162,10 @@ class AgentCardView(View):
     def get(self, request: HttpRequest) -> HttpResponse:
         body = msgspec.json.encode(build_agent_card(_jsonrpc_url(request)))
         etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
-        if etag in _header_list(request.headers.get("If-None-Match", "")):
-            response = HttpResponse(status=304)
-        else:
-            response = HttpResponse(body, content_type="application/json")
+        # Django's RFC 9110 §13.1.2 rules: weak comparison (W/"..."), "*", lists of tags.
+        response = get_conditional_response(request, etag=etag) or HttpResponse(
+            body, content_type="application/json"
+        )
         response["ETag"] = etag
         response["Cache-Control"] = f"public, max-age={int(app_settings.CARD_MAX_AGE)}"
         response["Access-Control-Allow-Origin"] = "*"

@@ -42,6 +42,10 @@ def _build_context(
 
 def _finish(store: TaskStore, updater: TaskUpdater) -> None:
     """An agent that returned without a final word completes its task."""
+    if updater.settled:
+        # It ended in a terminal or interrupted state itself. (An interrupted task may
+        # already be WORKING again on the client's answer: that is the next job's.)
+        return
     record = store.load(updater.task_id)
     if record is not None and record.state in (TaskState.SUBMITTED, TaskState.WORKING):
         # Finished concurrently (e.g. canceled)? That outcome stands.
@@ -75,6 +79,10 @@ async def run_task(
     except asyncio.CancelledError:
         logger.info("Agent job for task %s was stopped", task_id)
         raise
+    except AgentError as exc:
+        # The documented way to fail a task: not a crash, no traceback needed.
+        logger.info("Agent failed task %s: %s", task_id, exc)
+        await in_thread(_fail)(updater, exc)
     except Exception as exc:
         logger.exception("Agent failed on task %s", task_id)
         await in_thread(_fail)(updater, exc)

@@ -48,6 +48,8 @@ class TaskUpdater:
         self.context = context
         self.task_id = context.task_id
         self.context_id = context.context_id
+        #: True once this run put the task in a terminal or interrupted state.
+        self.settled = False
 
     @property
     def cancelled(self) -> bool:
@@ -72,7 +74,9 @@ class TaskUpdater:
         return self.new_message(content)
 
     def update_status(self, state: TaskState, content: Content | None = None) -> StoredEvent:
-        return self.store.update_status(self.task_id, state, self._message(content))
+        event = self.store.update_status(self.task_id, state, self._message(content))
+        self.settled = state.is_terminal or state.is_interrupted
+        return event
 
     def start_work(self, content: Content | None = None) -> StoredEvent:
         """TASK_STATE_WORKING, optionally with a progress message."""
@@ -98,7 +102,9 @@ class TaskUpdater:
         """Answer with a single Message instead of a task (A2A §3.1.1 message-only reply)."""
         message = self._message(content)
         assert message is not None
-        return self.store.reply(self.task_id, message)
+        event = self.store.reply(self.task_id, message)
+        self.settled = True
+        return event
 
     def add_artifact(
         self,

@@ -114,8 +114,12 @@ class RequestHandler:
     async def _wait(self, task_id: str, updates: Subscription) -> types.Message | None:
         """Wait for a settled state (or a direct Message reply) until BLOCKING_TIMEOUT."""
         record = await _db(self.store.load)(task_id)
-        if record is None or _settled(record.state):
+        if record is None:
             return None
+        if _settled(record.state):
+            # Settled before we looked (a fast agent, or a retried send): a task that was
+            # answered with a direct Message is answered with it again (A2A §3.1.1).
+            return await _db(self.store.direct_reply)(task_id)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + float(app_settings.BLOCKING_TIMEOUT)
         while (event := await updates.get_until(deadline)) is not None:

@@ -1,0 +1,1 @@
+"""The sample Django project: serves the demo agents with a2a_endpoint (``make run``)."""

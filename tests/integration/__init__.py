@@ -1,0 +1,1 @@
+"""Integration tests: real server processes driven over the network."""

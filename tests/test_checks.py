@@ -1,0 +1,134 @@
+"""System checks of the A2A_ENDPOINT setting: one test per check id, each with a hint."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.core.checks import ERROR
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+from django.test import override_settings
+
+from a2a_endpoint.checks import check_settings
+
+VALID = settings.A2A_ENDPOINT
+
+
+def a2a_settings(**overrides: Any) -> dict[str, Any]:
+    return {**VALID, **overrides}
+
+
+def ids(**setting_overrides: Any) -> list[str]:
+    """The check ids reported under these Django settings; each must carry a hint."""
+    with override_settings(**setting_overrides):
+        problems = check_settings()
+    for problem in problems:
+        assert problem.level == ERROR
+        assert problem.hint, problem
+        assert problem.msg
+    return [problem.id for problem in problems]
+
+
+def test_valid_settings_pass():
+    assert check_settings() == []
+
+
+def test_agent_as_class_passes():
+    from tests.agents import AsyncScriptedAgent
+
+    assert ids(A2A_ENDPOINT=a2a_settings(AGENT=AsyncScriptedAgent)) == []
+
+
+@pytest.mark.parametrize("value", [None, [], "tests.agents.ScriptedAgent"])
+def test_e000_setting_missing_or_not_a_dict(value):
+    assert ids(A2A_ENDPOINT=value) == ["a2a_endpoint.E000"]
+
+
+def test_e000_setting_deleted():
+    with override_settings():
+        del settings.A2A_ENDPOINT
+        problems = check_settings()
+    assert [problem.id for problem in problems] == ["a2a_endpoint.E000"]
+    assert problems[0].hint
+
+
+@pytest.mark.parametrize("agent", [None, ""])
+def test_e001_agent_unset(agent):
+    assert ids(A2A_ENDPOINT=a2a_settings(AGENT=agent)) == ["a2a_endpoint.E001"]
+
+
+def test_e001_agent_key_absent():
+    setting = {key: value for key, value in VALID.items() if key != "AGENT"}
+    assert ids(A2A_ENDPOINT=setting) == ["a2a_endpoint.E001"]
+
+
+@pytest.mark.parametrize(
+    "agent", ["tests.agents.NoSuchAgent", "no_such_module.Agent", "not-a-dotted-path"]
+)
+def test_e002_agent_not_importable(agent):
+    assert ids(A2A_ENDPOINT=a2a_settings(AGENT=agent)) == ["a2a_endpoint.E002"]
+
+
+@pytest.mark.parametrize(
+    "agent",
+    ["a2a_endpoint.testing.user_message", "a2a_endpoint.types.Caller", "builtins.dict"],
+)
+def test_e003_agent_not_an_executor(agent):
+    assert ids(A2A_ENDPOINT=a2a_settings(AGENT=agent)) == ["a2a_endpoint.E003"]
+
+
+def test_e004_unknown_key():
+    with override_settings(A2A_ENDPOINT=a2a_settings(BLOCKING_TIMOUT=5, Agent="x")):
+        [problem] = check_settings()
+    assert problem.id == "a2a_endpoint.E004"
+    assert "BLOCKING_TIMOUT" in problem.msg
+    assert "Agent" in problem.msg
+    assert "BLOCKING_TIMEOUT" in problem.hint  # the hint lists the valid keys
+
+
+@pytest.mark.parametrize(
+    "card",
+    [
+        {},
+        {"name": "Only a name"},
+        {"description": "Only a description"},
+        {"name": "", "description": "Empty name"},
+        "Test agent",
+        ["Test agent"],
+    ],
+)
+def test_e005_card_without_name_or_description(card):
+    assert ids(A2A_ENDPOINT=a2a_settings(CARD=card)) == ["a2a_endpoint.E005"]
+
+
+def test_e005_card_absent():
+    setting = {key: value for key, value in VALID.items() if key != "CARD"}
+    assert ids(A2A_ENDPOINT=setting) == ["a2a_endpoint.E005"]
+
+
+def test_e006_use_tz_false():
+    assert ids(USE_TZ=False) == ["a2a_endpoint.E006"]
+
+
+def test_problems_are_reported_together():
+    found = ids(A2A_ENDPOINT={"AGENT": "nowhere.Agent", "TYPO": 1}, USE_TZ=False)
+    assert sorted(found) == [
+        "a2a_endpoint.E002",
+        "a2a_endpoint.E004",
+        "a2a_endpoint.E005",
+        "a2a_endpoint.E006",
+    ]
+
+
+def test_check_command_passes():
+    call_command("check", verbosity=0)
+
+
+def test_check_command_reports_the_setting():
+    with (
+        override_settings(A2A_ENDPOINT=a2a_settings(AGENT=None)),
+        pytest.raises(SystemCheckError, match=r"a2a_endpoint\.E001"),
+    ):
+        call_command("check", verbosity=0)
