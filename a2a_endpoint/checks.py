@@ -43,6 +43,42 @@ def _agent_errors(path: Any) -> list[Error]:
     return []
 
 
+def _extension_errors(extensions: Any) -> list[Error]:
+    valid = isinstance(extensions, list | tuple) and all(
+        isinstance(ext, dict) and isinstance(ext.get("uri"), str) and ext["uri"]
+        for ext in extensions
+    )
+    if valid:
+        return []
+    return [
+        Error(
+            f"{SETTING_NAME}['EXTENSIONS'] must be a list of dicts, each with a 'uri'.",
+            hint='e.g. [{"uri": "https://example.com/ext/v1", "required": False}]',
+            id="a2a_endpoint.E007",
+        )
+    ]
+
+
+def _card_errors() -> list[Error]:
+    """Build the card once, so a malformed CARD fails at startup, not on the first GET."""
+    import msgspec
+
+    from a2a_endpoint.service.agent_card import build_agent_card
+
+    try:
+        build_agent_card("http://localhost/a2a/")
+    except (msgspec.ValidationError, TypeError, ValueError) as exc:
+        return [
+            Error(
+                f"{SETTING_NAME}['CARD'] does not make a valid agent card: {exc}",
+                hint="CARD uses the ProtoJSON names of AgentCard (camelCase), e.g. skills need "
+                "id, name, description and tags.",
+                id="a2a_endpoint.E008",
+            )
+        ]
+    return []
+
+
 @register(Tags.compatibility)
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Error | Warning]:
     user = getattr(settings, SETTING_NAME, None)
@@ -74,6 +110,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Error | Warni
                 id="a2a_endpoint.E005",
             )
         )
+    problems += _extension_errors(user.get("EXTENSIONS") or [])
+    if not problems:
+        problems += _card_errors()
     if not settings.USE_TZ:
         problems.append(
             Error(

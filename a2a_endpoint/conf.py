@@ -60,7 +60,9 @@ class AppSettings:
             raise AttributeError(f"Invalid {SETTING_NAME} setting: {name!r}")
         if name in self._cache:
             return self._cache[name]
-        value = self.user_settings.get(name, DEFAULTS[name])
+        value = self.user_settings.get(name)
+        if value is None:  # absent or None: the default
+            value = DEFAULTS[name]
         if name in IMPORT_STRINGS and isinstance(value, str):
             value = import_string(value)
         self._cache[name] = value

@@ -20,6 +20,11 @@ class Task(models.Model):
     context_id = models.CharField(_("context id"), max_length=255)
     owner = models.CharField(_("owner"), max_length=255, help_text=_("The caller who owns it."))
     tenant = models.CharField(_("tenant"), max_length=255, blank=True, default="")
+    origin_message_id = models.CharField(
+        _("origin message id"),
+        max_length=255,
+        help_text=_("messageId of the message that started it (one task per sent message)."),
+    )
     state = models.CharField(_("state"), max_length=32, choices=STATE_CHOICES)
     status_message = models.JSONField(
         _("status message"), null=True, blank=True, help_text=_("ProtoJSON Message, if any.")
@@ -37,6 +42,11 @@ class Task(models.Model):
         verbose_name = _("task")
         verbose_name_plural = _("tasks")
         ordering = ["-status_timestamp", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "tenant", "origin_message_id"], name="a2a_task_origin_once"
+            ),
+        ]
         indexes = [
             models.Index(
                 fields=["owner", "tenant", "-status_timestamp", "-id"], name="a2a_task_owner_recent"

@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 from django.core import signing
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -55,6 +55,7 @@ class TaskRecord:
     tenant: str
     state: TaskState
     seq: int
+    metadata: dict[str, Any] | None = None
 
 
 Publisher = Callable[[StoredEvent], None]
@@ -84,6 +85,7 @@ def _record(task: models.Task) -> TaskRecord:
         tenant=task.tenant,
         state=TaskState(task.state),
         seq=task.seq,
+        metadata=task.metadata,
     )
 
 
@@ -224,22 +226,37 @@ class TaskStore:
         message: types.Message,
         metadata: dict[str, Any] | None = None,
     ) -> TaskRecord:
-        """Store a new SUBMITTED task whose history starts with ``message``."""
-        with transaction.atomic():
-            task = models.Task.objects.create(
-                id=_parse_uuid(task_id) if task_id else uuid.uuid4(),
-                context_id=context_id,
-                owner=owner,
-                tenant=tenant,
-                state=TaskState.SUBMITTED.value,
-                status_timestamp=timezone.now(),
-                metadata=metadata,
-            )
-            message = msgspec.structs.replace(message, task_id=str(task.id), context_id=context_id)
-            self._append_history(task, [message])
-            snapshot = self.snapshots([task], history_length=None, include_artifacts=False)[0]
-            self._record_event(task, {"task": _to_builtins(snapshot)})
-            task.save(update_fields=["seq", "history_size", "updated_at"])
+        """Store a new SUBMITTED task whose history starts with ``message``.
+
+        A task that ``message`` (same owner, tenant and messageId) already started wins: its
+        record is returned instead, so concurrent retries of one send make one task.
+        """
+        try:
+            with transaction.atomic():
+                task = models.Task.objects.create(
+                    id=_parse_uuid(task_id) if task_id else uuid.uuid4(),
+                    context_id=context_id,
+                    owner=owner,
+                    tenant=tenant,
+                    origin_message_id=message.message_id,
+                    state=TaskState.SUBMITTED.value,
+                    status_timestamp=timezone.now(),
+                    metadata=metadata,
+                )
+                message = msgspec.structs.replace(
+                    message, task_id=str(task.id), context_id=context_id
+                )
+                self._append_history(task, [message])
+                snapshot = self.snapshots([task], history_length=None, include_artifacts=False)
+                self._record_event(task, {"task": _to_builtins(snapshot[0])})
+                task.save(update_fields=["seq", "history_size", "updated_at"])
+        except IntegrityError:
+            existing = models.Task.objects.filter(
+                owner=owner, tenant=tenant, origin_message_id=message.message_id
+            ).first()
+            if existing is None:
+                raise
+            return _record(existing)
         return _record(task)
 
     def continue_task(

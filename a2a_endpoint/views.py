@@ -10,6 +10,7 @@ from typing import Any
 
 import msgspec
 from asgiref.sync import iscoroutinefunction, sync_to_async
+from django.core.exceptions import PermissionDenied
 from django.core.signals import setting_changed
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.urls import reverse
@@ -118,7 +119,13 @@ class JsonRpcView(View):
         body = _read_body(request)
         if isinstance(body, HttpResponse):
             return body
-        context = await _context(request)
+        try:
+            context = await _context(request)
+        except PermissionDenied as exc:
+            return _refusal(403, str(exc) or "Permission denied")
+        except Exception as exc:
+            # A broken resolver is a server error, answered in JSON-RPC (logged, request id).
+            return _json(_dispatcher().error_response(exc, None))
         outcome = await _dispatcher().dispatch(body, context)
         if isinstance(outcome, jsonrpc.Reply):
             return _json(outcome.payload, context=context)

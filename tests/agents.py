@@ -59,6 +59,10 @@ class ScriptedAgent(AgentExecutor):
         if action is not None:
             action(context, updater, rest)
 
+    def do_metadata(self, context: RequestContext, updater: TaskUpdater, rest: str) -> None:
+        observe(context.task_id, repr(context.metadata))
+        updater.complete()
+
     def do_echo(self, context: RequestContext, updater: TaskUpdater, rest: str) -> None:
         updater.start_work("echoing")
         updater.add_artifact(rest, name="echo", last_chunk=True)
@@ -134,3 +138,10 @@ class AsyncScriptedAgent(AgentExecutor):
             except asyncio.CancelledError:
                 observe(context.task_id, "stopped")
                 raise
+
+
+class UnbuildableAgent(ScriptedAgent):
+    """An agent whose constructor fails: the task must fail, not hang SUBMITTED."""
+
+    def __init__(self) -> None:
+        raise RuntimeError("missing API key for the model")

@@ -132,3 +132,16 @@ def test_check_command_reports_the_setting():
         pytest.raises(SystemCheckError, match=r"a2a_endpoint\.E001"),
     ):
         call_command("check", verbosity=0)
+
+
+@pytest.mark.parametrize(
+    "extensions",
+    ["https://ex/a", [{"description": "no uri"}], [{"uri": ""}], ["https://ex/a"]],
+)
+def test_e007_malformed_extensions(extensions):
+    assert ids(A2A_ENDPOINT=a2a_settings(EXTENSIONS=extensions)) == ["a2a_endpoint.E007"]
+
+
+def test_e008_card_that_is_not_a_valid_agent_card():
+    card = {**VALID["CARD"], "skills": [{"id": "s", "name": "S", "description": "no tags"}]}
+    assert ids(A2A_ENDPOINT=a2a_settings(CARD=card)) == ["a2a_endpoint.E008"]

@@ -297,3 +297,30 @@ async def test_caller_resolver_scopes_tasks(rpc, resolver):
     with override_settings(A2A_ENDPOINT=a2a_settings(CALLER_RESOLVER=resolver)):
         error = await rpc.error("GetTask", {"id": task_id}, **{"X-Key": "bob"})
     assert error["code"] == -32001
+
+
+def denying_resolver(request: Any) -> types.Caller:
+    from django.core.exceptions import PermissionDenied
+
+    raise PermissionDenied("Invalid API key")
+
+
+def broken_resolver(request: Any) -> types.Caller:
+    raise RuntimeError("resolver secret 1234")
+
+
+async def test_caller_resolver_refusal_is_a_json_rpc_403(rpc):
+    with override_settings(A2A_ENDPOINT=a2a_settings(CALLER_RESOLVER=denying_resolver)):
+        response = await rpc.post(jsonrpc_request("GetTask", {"id": "x"}))
+    error = assert_refusal(response, 403)
+    assert error["message"] == "Invalid API key"
+
+
+async def test_broken_caller_resolver_is_an_internal_error_not_a_500(rpc, caplog):
+    with override_settings(A2A_ENDPOINT=a2a_settings(CALLER_RESOLVER=broken_resolver)):
+        response = await rpc.post(jsonrpc_request("GetTask", {"id": "x"}))
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/json"
+    assert b"1234" not in response.content
+    assert decode(response)["error"]["code"] == -32603
+    assert "resolver secret 1234" in caplog.text

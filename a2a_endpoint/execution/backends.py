@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from abc import ABC, abstractmethod
@@ -83,12 +84,33 @@ class InlineBackend(ExecutionBackend):
         if not done.cancelled() and done.exception() is not None:
             logger.error("Agent job for task %s crashed", task_id, exc_info=done.exception())
 
-    def shutdown(self) -> None:
-        """Stop the loop and its threads (their database connections go with them)."""
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """Stop every job, then the loop and its threads (their DB connections go with them).
+
+        Jobs are told to stop as on CancelTask; the tasks they leave unfinished stay as they
+        are (the inline backend keeps no jobs across restarts: see docs/architecture.md).
+        """
         with self._lock:
-            futures = [future for future, _ in self._jobs.values()]
-        for future in futures:
+            jobs = list(self._jobs.values())
+        for future, cancel_event in jobs:
+            cancel_event.set()
             future.cancel()
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=5)
+        if self._loop.is_running():
+            drained = asyncio.run_coroutine_threadsafe(_drain(), self._loop)
+            with contextlib.suppress(Exception):
+                drained.result(timeout)
+        # Threads first: a finishing sync job reports back to the loop, so it must still run.
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout)
+        if not self._loop.is_running():
+            self._loop.close()
+
+
+async def _drain() -> None:
+    """Wait for every other task of the backend loop to finish after its cancellation."""
+    current = asyncio.current_task()
+    pending = [task for task in asyncio.all_tasks() if task is not current]
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)

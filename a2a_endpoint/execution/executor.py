@@ -26,7 +26,7 @@ class AgentExecutor(ABC):
     ``a``-prefixed methods). See docs/agents.md.
     """
 
-    #: Skills advertised in the agent card (AgentSkill fields, camelCase or snake_case keys).
+    #: Skills advertised in the agent card: AgentSkill objects in ProtoJSON (camelCase keys).
     skills: ClassVar[list[dict[str, Any]]] = []
 
     @abstractmethod

@@ -34,6 +34,7 @@ def _build_context(
         context_id=record.context_id,
         message=incoming,
         history=history,
+        metadata=record.metadata,
         owner=record.owner,
         tenant=record.tenant,
         cancel_event=cancel_event,
@@ -67,9 +68,10 @@ async def run_task(
     context = await in_thread(_build_context)(store, task_id, cancel_event)
     if context is None:
         return
-    agent: AgentExecutor = app_settings.AGENT()
     updater = TaskUpdater(store, context)
     try:
+        # Inside the try: an agent that cannot even be built fails its task, not the job.
+        agent: AgentExecutor = app_settings.AGENT()
         if inspect.iscoroutinefunction(agent.execute):
             await agent.execute(context, updater)
         else:
@@ -87,4 +89,5 @@ async def run_task(
         logger.exception("Agent failed on task %s", task_id)
         await in_thread(_fail)(updater, exc)
     else:
-        await in_thread(_finish)(store, updater)
+        if not cancel_event.is_set():  # canceled, or the backend is shutting down
+            await in_thread(_finish)(store, updater)

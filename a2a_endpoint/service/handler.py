@@ -62,11 +62,12 @@ class RequestHandler:
             if params.message.task_id:
                 await _db(self._continue)(task_id, params, caller, tenant)
             elif not await _db(self.store.load)(task_id):
-                # A retried send (same messageId) finds its task above and is not run twice.
-                await _db(self._create)(task_id, params, caller, tenant)
+                # A retried send (same messageId) finds its task above and is not run twice;
+                # a concurrent one gets the task of the send that stored first.
+                task_id = (await _db(self._create)(task_id, params, caller, tenant)).id
             reply = None
             if not config.return_immediately:
-                reply = await self._wait(task_id, updates)
+                reply = await self._wait_on(task_id, updates)
         if reply is not None:
             return types.SendMessageResponse(message=reply)
         task = await _db(self.store.get_task)(
@@ -91,7 +92,8 @@ class RequestHandler:
                 message=params.message,
                 metadata=params.metadata,
             )
-            transaction.on_commit(functools.partial(self.backend.submit, record.id))
+            if record.id == task_id:
+                transaction.on_commit(functools.partial(self.backend.submit, record.id))
         return record
 
     def _continue(
@@ -110,6 +112,13 @@ class RequestHandler:
             if resumed:
                 transaction.on_commit(functools.partial(self.backend.submit, record.id))
         return record
+
+    async def _wait_on(self, task_id: str, updates: Subscription) -> types.Message | None:
+        """``_wait`` on ``updates`` if they are this task's, else on a new subscription."""
+        if updates.task_id == task_id:
+            return await self._wait(task_id, updates)
+        async with self.bus.subscribe(task_id) as own:
+            return await self._wait(task_id, own)
 
     async def _wait(self, task_id: str, updates: Subscription) -> types.Message | None:
         """Wait for a settled state (or a direct Message reply) until BLOCKING_TIMEOUT."""

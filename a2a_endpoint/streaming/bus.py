@@ -27,6 +27,8 @@ def group_name(task_id: str) -> str:
 class Subscription(ABC):
     """Events of one task, in the order they arrive, from the moment of subscribing."""
 
+    task_id: str
+
     @abstractmethod
     async def get(self) -> StoredEvent: ...
 
@@ -52,7 +54,8 @@ class EventBus(ABC):
 
 
 class _QueueSubscription(Subscription):
-    def __init__(self) -> None:
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
         self.loop = asyncio.get_running_loop()
         self.queue: asyncio.Queue[StoredEvent] = asyncio.Queue()
 
@@ -79,7 +82,7 @@ class InMemoryEventBus(EventBus):
 
     @contextlib.asynccontextmanager
     async def subscribe(self, task_id: str) -> AsyncIterator[Subscription]:
-        subscription = _QueueSubscription()
+        subscription = _QueueSubscription(task_id)
         with self._lock:
             self._subscribers.setdefault(task_id, set()).add(subscription)
         try:
@@ -117,7 +120,8 @@ def _from_message(message: dict[str, Any]) -> StoredEvent:
 
 
 class _ChannelSubscription(Subscription):
-    def __init__(self, layer: Any, channel: str) -> None:
+    def __init__(self, task_id: str, layer: Any, channel: str) -> None:
+        self.task_id = task_id
         self.layer = layer
         self.channel = channel
 
@@ -153,6 +157,6 @@ class ChannelLayerEventBus(EventBus):
         group = group_name(task_id)
         await self.layer.group_add(group, channel)
         try:
-            yield _ChannelSubscription(self.layer, channel)
+            yield _ChannelSubscription(task_id, self.layer, channel)
         finally:
             await self.layer.group_discard(group, channel)

@@ -96,3 +96,19 @@ class TestSyncAndAsyncAgents:
             task = (await send(rpc, "fail"))["task"]
         assert task["status"]["state"] == "TASK_STATE_FAILED"
         assert status_text(task) == FAILED_MESSAGE
+
+
+async def test_agent_that_cannot_be_built_fails_its_task(rpc):
+    with a2a_settings(AGENT="tests.agents.UnbuildableAgent"):
+        task = (await send(rpc, "echo hi"))["task"]
+    assert task["status"]["state"] == "TASK_STATE_FAILED"
+    assert status_text(task) == FAILED_MESSAGE
+
+
+async def test_agent_sees_the_task_metadata(rpc):
+    from tests.agents import observed
+
+    params = {"message": user_message("metadata"), "metadata": {"origin": "tests"}}
+    task = (await rpc.result("SendMessage", params))["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert observed(task["id"]) == ["{'origin': 'tests'}"]

@@ -262,3 +262,20 @@ async def test_blocking_timeout_returns_the_working_task(rpc):
         assert task["status"]["state"] == "TASK_STATE_WORKING"
         canceled = await rpc.result("CancelTask", {"id": task["id"]})
     assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
+
+
+async def test_concurrent_sends_of_one_message_make_one_task(rpc):
+    message = user_message("echo once")
+    clients = [type(rpc)() for _ in range(4)]
+    results = await asyncio.gather(
+        *(client.result("SendMessage", {"message": message}) for client in clients)
+    )
+    ids = {result["task"]["id"] for result in results}
+    assert len(ids) == 1
+    (task_id,) = ids
+    assert all(r["task"]["status"]["state"] == "TASK_STATE_COMPLETED" for r in results)
+    count = await sync_to_async(
+        models.Task.objects.filter(origin_message_id=message["messageId"]).count
+    )()
+    assert count == 1
+    assert RUNS[task_id] == 1
