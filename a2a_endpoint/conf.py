@@ -23,6 +23,10 @@ DEFAULTS: dict[str, Any] = {
     "EVENT_BUS": "memory",
     # How long a blocking SendMessage waits for a terminal or interrupted state, in seconds.
     "BLOCKING_TIMEOUT": 30.0,
+    # Serve SendStreamingMessage and SubscribeToTask over SSE (capabilities.streaming).
+    "STREAMING": True,
+    # Seconds between SSE keep-alive comments on an idle stream.
+    "SSE_KEEPALIVE": 15.0,
     # Largest accepted request body, checked before parsing.
     "MAX_REQUEST_BYTES": 1_048_576,
     # Deepest accepted JSON nesting (objects and arrays).

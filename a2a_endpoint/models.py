@@ -128,6 +128,9 @@ class TaskEvent(models.Model):
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
     seq = models.PositiveBigIntegerField(_("sequence number"))
     kind = models.CharField(_("kind"), max_length=32)
+    state = models.CharField(
+        _("state"), max_length=32, choices=STATE_CHOICES, help_text=_("Task state after it.")
+    )
     payload = models.JSONField(_("stream response"))
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
 

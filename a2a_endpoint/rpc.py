@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,8 @@ class RpcContext:
     caller: types.Caller
     version: str | None = None
     requested_extensions: frozenset[str] = frozenset()
+    #: The SSE ``Last-Event-ID`` header: resume a SubscribeToTask after that event.
+    last_event_id: str | None = None
 
     @property
     def activated_extensions(self) -> frozenset[str]:
@@ -58,6 +61,7 @@ class Operation:
     params_type: type[msgspec.Struct]
     service_method: str
     streaming: bool = False
+    resumable: bool = False  # takes Last-Event-ID as ``resume_after``
 
 
 # Wire method name → operation (A2A §9.4). PascalCase names are the v1.0 methods.
@@ -69,7 +73,9 @@ METHODS: dict[str, Operation] = {
     "GetTask": Operation(types.GetTaskRequest, "get_task"),
     "ListTasks": Operation(types.ListTasksRequest, "list_tasks"),
     "CancelTask": Operation(types.CancelTaskRequest, "cancel_task"),
-    "SubscribeToTask": Operation(types.SubscribeToTaskRequest, "subscribe_to_task", streaming=True),
+    "SubscribeToTask": Operation(
+        types.SubscribeToTaskRequest, "subscribe_to_task", streaming=True, resumable=True
+    ),
     "CreateTaskPushNotificationConfig": Operation(
         types.TaskPushNotificationConfig, "create_task_push_notification_config"
     ),
@@ -164,13 +170,39 @@ def decode_params(params: Any, params_type: type[msgspec.Struct]) -> Any:
         raise errors.InvalidParamsError(field=name, description=description) from None
 
 
+class StreamOpened:
+    """First item of every accepted stream: the request passed validation, start the SSE."""
+
+
+STREAM_OPENED = StreamOpened()
+
+
+async def _opened(events: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    yield STREAM_OPENED
+    async for event in events:
+        yield event
+
+
+def resume_after(last_event_id: str | None) -> dict[str, int]:
+    """``Last-Event-ID`` as the service's ``resume_after``: a non-negative event number."""
+    if last_event_id is None:
+        return {}
+    if not last_event_id.strip().isdigit():
+        raise errors.InvalidParamsError(
+            field="Last-Event-ID", description="Last-Event-ID must be an event number"
+        )
+    return {"resume_after": int(last_event_id)}
+
+
 def _bind(operation: Operation) -> jsonrpc.Method:
     async def call(params: Any, context: RpcContext) -> Any:
         negotiate_version(context.version)
         check_extensions(context)
         typed = decode_params(params, operation.params_type)
+        kwargs = resume_after(context.last_event_id) if operation.resumable else {}
         handler = get_request_handler()
-        return await getattr(handler, operation.service_method)(typed, context.caller)
+        result = await getattr(handler, operation.service_method)(typed, context.caller, **kwargs)
+        return _opened(result) if operation.streaming else result
 
     return jsonrpc.Method(call, streaming=operation.streaming)
 

@@ -16,8 +16,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
+from asgiref.sync import sync_to_async
 from django.core import signing
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, close_old_connections, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -59,6 +60,22 @@ class TaskRecord:
 
 
 Publisher = Callable[[StoredEvent], None]
+
+
+def in_thread(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``func`` as a coroutine run in a pooled worker thread (the ORM is synchronous).
+
+    Not "thread sensitive": a long-lived stream must not hold a thread of its own. The
+    thread's connection is released afterwards as at the end of a request (CONN_MAX_AGE).
+    """
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        finally:
+            close_old_connections()
+
+    return sync_to_async(run, thread_sensitive=False)
 
 
 def _to_builtins(value: msgspec.Struct) -> dict[str, Any]:
@@ -129,6 +146,39 @@ class TaskStore:
     ) -> types.Task:
         task = self._visible(task_id, owner, tenant)
         return self.snapshots([task], history_length=history_length, include_artifacts=True)[0]
+
+    def snapshot(
+        self, task_id: str, owner: str, tenant: str, *, history_length: int | None = None
+    ) -> tuple[types.Task, int]:
+        """The task and the seq of the last event it includes, read as one consistent view.
+
+        A stream sends this first and then only events with a greater seq (A2A §3.1.6), so
+        the task row, history and artifacts must come from the same database snapshot.
+        """
+        with transaction.atomic():
+            if connection.vendor == "postgresql":
+                with connection.cursor() as cursor:
+                    cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            task = self._visible(task_id, owner, tenant)
+            snapshot = self.snapshots(
+                [task], history_length=history_length, include_artifacts=True
+            )[0]
+        return snapshot, task.seq
+
+    def events_after(self, task_id: str, after: int, upto: int | None = None) -> list[StoredEvent]:
+        """Logged events with ``after < seq <= upto``, in order (gap filling and resume)."""
+        rows = models.TaskEvent.objects.filter(task_id=_parse_uuid(task_id), seq__gt=after)
+        if upto is not None:
+            rows = rows.filter(seq__lte=upto)
+        return [
+            StoredEvent(
+                task_id=str(row.task_id),
+                seq=row.seq,
+                state=TaskState(row.state),
+                payload=row.payload,
+            )
+            for row in rows.order_by("seq")
+        ]
 
     def get_record(self, task_id: str, owner: str, tenant: str) -> TaskRecord:
         return _record(self._visible(task_id, owner, tenant))
@@ -444,7 +494,9 @@ class TaskStore:
     def _record_event(self, task: models.Task, payload: dict[str, Any]) -> StoredEvent:
         task.seq += 1
         kind = next(iter(payload))
-        models.TaskEvent.objects.create(task=task, seq=task.seq, kind=kind, payload=payload)
+        models.TaskEvent.objects.create(
+            task=task, seq=task.seq, kind=kind, state=task.state, payload=payload
+        )
         event = StoredEvent(
             task_id=str(task.id), seq=task.seq, state=TaskState(task.state), payload=payload
         )

@@ -23,7 +23,9 @@ from a2a_endpoint import jsonrpc
 from a2a_endpoint.conf import SETTING_NAME, app_settings
 from a2a_endpoint.rpc import RpcContext, build_dispatcher
 from a2a_endpoint.service.agent_card import build_agent_card
-from a2a_endpoint.streaming.sse import encode_sse
+from a2a_endpoint.service.streams import Keepalive
+from a2a_endpoint.store import StoredEvent
+from a2a_endpoint.streaming.sse import encode_sse, keepalive
 
 JSON_TYPES = frozenset({"application/json", "application/a2a+json"})
 VERSION_HEADER = "A2A-Version"
@@ -74,7 +76,10 @@ async def _context(request: HttpRequest) -> RpcContext:
     version = request.headers.get(VERSION_HEADER) or request.GET.get(VERSION_HEADER)
     extensions = request.headers.get(EXTENSIONS_HEADER) or request.headers.get("X-A2A-Extensions")
     return RpcContext(
-        caller=caller, version=version, requested_extensions=_header_list(extensions or "")
+        caller=caller,
+        version=version,
+        requested_extensions=_header_list(extensions or ""),
+        last_event_id=request.headers.get("Last-Event-ID"),
     )
 
 
@@ -103,10 +108,22 @@ def _too_large(limit: int) -> HttpResponse:
     return _refusal(413, f"Request body is larger than {limit} bytes")
 
 
-async def _sse(first: dict[str, Any], rest: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
-    yield encode_sse(msgspec.json.encode(first))
-    async for item in rest:
-        yield encode_sse(msgspec.json.encode(item))
+def _frame(item: dict[str, Any]) -> bytes:
+    """One SSE frame: a JSON-RPC response per event, ``id:`` its task event seq."""
+    result = item.get("result")
+    if isinstance(result, Keepalive):
+        return keepalive()
+    if isinstance(result, StoredEvent):
+        response = {"jsonrpc": "2.0", "id": item["id"], "result": result.payload}
+        return encode_sse(msgspec.json.encode(response), event_id=result.seq)
+    return encode_sse(msgspec.json.encode(item))  # an error after the stream started
+
+
+async def _sse(items: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
+    # A comment first: headers and a first byte reach the client (and proxies) at once.
+    yield keepalive("stream opened")
+    async for item in items:
+        yield _frame(item)
 
 
 @method_decorator(csrf_exempt, name="dispatch")
@@ -134,15 +151,15 @@ class JsonRpcView(View):
         return await self.stream(outcome, context)
 
     async def stream(self, outcome: jsonrpc.StreamReply, context: RpcContext) -> HttpResponse:
-        frames = _dispatcher().stream(outcome.request, outcome.method, context)
-        first = await anext(frames)
+        items = _dispatcher().stream(outcome.request, outcome.method, context)
+        first = await anext(items)
         if "error" in first or outcome.request.is_notification:
             # Errors found before the stream starts are a plain JSON-RPC response (A2A §9.4).
-            await frames.aclose()
+            await items.aclose()
             if outcome.request.is_notification:
                 return HttpResponse(status=204)
             return _json(first, context=context)
-        response = StreamingHttpResponse(_sse(first, frames), content_type="text/event-stream")
+        response = StreamingHttpResponse(_sse(items), content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"  # nginx: do not buffer the stream
         return response

@@ -12,9 +12,9 @@ from a2a_endpoint.conf import app_settings
 from a2a_endpoint.errors import TaskStateError
 from a2a_endpoint.execution.context import RequestContext
 from a2a_endpoint.execution.executor import AgentError, AgentExecutor
-from a2a_endpoint.execution.updater import TaskUpdater, in_thread
+from a2a_endpoint.execution.updater import TaskUpdater
 from a2a_endpoint.lifecycle import TaskState
-from a2a_endpoint.store import TaskStore
+from a2a_endpoint.store import TaskStore, in_thread
 
 logger = logging.getLogger("a2a_endpoint.execution")
 

@@ -11,27 +11,12 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from asgiref.sync import sync_to_async
-from django.db import close_old_connections
-
 from a2a_endpoint import types
 from a2a_endpoint.execution.context import RequestContext
 from a2a_endpoint.lifecycle import TaskState
-from a2a_endpoint.store import StoredEvent, TaskStore
+from a2a_endpoint.store import StoredEvent, TaskStore, in_thread
 
 Content = str | types.Message | Sequence[types.Part]
-
-
-def in_thread(func: Any) -> Any:
-    """``func`` as a coroutine run in a worker thread that releases its DB connection after."""
-
-    def run(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        finally:
-            close_old_connections()
-
-    return sync_to_async(run, thread_sensitive=False)
 
 
 def _parts(content: str | Sequence[types.Part]) -> list[types.Part]:

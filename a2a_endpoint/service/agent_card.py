@@ -15,7 +15,7 @@ PROTOCOL_VERSION = "1.0"
 SUPPORTED_MAJOR_VERSIONS = frozenset({"1"})
 
 # Served right now; a capability is declared true only once its methods work (A2A §3.3.4).
-CAPABILITIES = {"streaming": False, "pushNotifications": False, "extendedAgentCard": False}
+CAPABILITIES = {"pushNotifications": False, "extendedAgentCard": False}
 
 
 def _skills(card: dict[str, Any]) -> list[Any]:
@@ -35,7 +35,11 @@ def build_agent_card(jsonrpc_url: str) -> types.AgentCard:
         **app_settings.CARD,
     }
     card["skills"] = _skills(card)
-    card["capabilities"] = {**CAPABILITIES, "extensions": list(app_settings.EXTENSIONS)}
+    card["capabilities"] = {
+        "streaming": bool(app_settings.STREAMING),
+        **CAPABILITIES,
+        "extensions": list(app_settings.EXTENSIONS),
+    }
     card["supportedInterfaces"] = [
         {"url": jsonrpc_url, "protocolBinding": "JSONRPC", "protocolVersion": PROTOCOL_VERSION}
     ]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -21,18 +23,39 @@ from a2a_endpoint.errors import (
 from a2a_endpoint.execution import runtime
 from a2a_endpoint.execution.backends import ExecutionBackend
 from a2a_endpoint.lifecycle import TaskState
-from a2a_endpoint.store import TaskRecord, TaskStore, canonical_task_id
+from a2a_endpoint.service.streams import KEEPALIVE, Keepalive, StopWhen, at_settled, at_terminal
+from a2a_endpoint.service.streams import follow as follow_events
+from a2a_endpoint.store import StoredEvent, TaskRecord, TaskStore, canonical_task_id, in_thread
 from a2a_endpoint.streaming.bus import EventBus, Subscription
+
+StreamItem = StoredEvent | Keepalive
+
+__all__ = ["KEEPALIVE", "RequestHandler", "StreamItem", "get_request_handler"]
 
 
 def _db(func: Any) -> Any:
-    """Run ORM work off the event loop (Django's ORM is synchronous)."""
+    """ORM work of a request/response call, off the event loop.
+
+    Thread-sensitive, as Django runs sync code for a request: in the caller's thread when
+    there is one (so it shares its connection and transaction, e.g. the admin's action).
+    Streams use ``in_thread`` instead: they must not hold a thread while they are open.
+    """
     return sync_to_async(func, thread_sensitive=True)
 
 
 def _settled(state: TaskState) -> bool:
     """Blocking SendMessage returns at a terminal or interrupted state (A2A §3.2.2)."""
     return state.is_terminal or state.is_interrupted
+
+
+@dataclass(frozen=True, slots=True)
+class _Start:
+    """Where a SendMessage left the task: a new one (with its first snapshot) or not."""
+
+    task_id: str
+    new: bool = False
+    snapshot: types.Task | None = None
+    seq: int = 0
 
 
 class RequestHandler:
@@ -48,36 +71,68 @@ class RequestHandler:
     async def send_message(
         self, params: types.SendMessageRequest, caller: types.Caller
     ) -> types.SendMessageResponse:
-        config = params.configuration or types.SendMessageConfiguration()
-        self._check_push_config(config)
+        config = self._configuration(params)
         tenant = params.tenant or caller.tenant
-        if params.message.task_id:
-            task_id = canonical_task_id(params.message.task_id)
-        else:
-            task_id = await _db(self.store.task_for_message)(
-                caller.owner, tenant, params.message.message_id
-            )
+        task_id = await self._target(params, caller, tenant)
         # Subscribe before anything runs, so no update of the job can slip past the wait.
-        async with self.bus.subscribe(task_id or (task_id := str(uuid.uuid4()))) as updates:
-            if params.message.task_id:
-                await _db(self._continue)(task_id, params, caller, tenant)
-            elif not await _db(self.store.load)(task_id):
-                # A retried send (same messageId) finds its task above and is not run twice;
-                # a concurrent one gets the task of the send that stored first.
-                task_id = (await _db(self._create)(task_id, params, caller, tenant)).id
+        async with self.bus.subscribe(task_id) as updates:
+            start = await _db(self._start)(task_id, params, caller, tenant)
             reply = None
             if not config.return_immediately:
-                reply = await self._wait_on(task_id, updates)
+                reply = await self._wait_on(start.task_id, updates)
         if reply is not None:
             return types.SendMessageResponse(message=reply)
         task = await _db(self.store.get_task)(
-            task_id, caller.owner, tenant, history_length=config.history_length
+            start.task_id, caller.owner, tenant, history_length=config.history_length
         )
         return types.SendMessageResponse(task=task)
 
-    def _check_push_config(self, config: types.SendMessageConfiguration) -> None:
+    def _configuration(self, params: types.SendMessageRequest) -> types.SendMessageConfiguration:
+        config = params.configuration or types.SendMessageConfiguration()
         if config.task_push_notification_config is not None:
             raise PushNotificationNotSupportedError()
+        return config
+
+    async def _target(
+        self,
+        params: types.SendMessageRequest,
+        caller: types.Caller,
+        tenant: str,
+        run: Callable[[Any], Any] = _db,
+    ) -> str:
+        """The task this message goes to: its taskId, the task it already started, or new."""
+        if params.message.task_id:
+            return canonical_task_id(params.message.task_id)
+        # A retried send (same messageId) finds its task and is not run twice.
+        started = await run(self.store.task_for_message)(
+            caller.owner, tenant, params.message.message_id
+        )
+        return started or str(uuid.uuid4())
+
+    def _start(
+        self,
+        task_id: str,
+        params: types.SendMessageRequest,
+        caller: types.Caller,
+        tenant: str,
+        stream: bool = False,
+        history_length: int | None = None,
+    ) -> _Start:
+        """Continue or create the task; a stream also needs the new task's first snapshot."""
+        if params.message.task_id:
+            return _Start(self._continue(task_id, params, caller, tenant).id)
+        if self.store.load(task_id) is not None:
+            return _Start(task_id)
+        with transaction.atomic():
+            record = self._create(task_id, params, caller, tenant)
+            if record.id != task_id:  # a concurrent send of this message stored it first
+                return _Start(record.id)
+            if not stream:
+                return _Start(record.id, new=True, seq=record.seq)
+            snapshot = self.store.get_task(
+                record.id, caller.owner, tenant, history_length=history_length
+            )
+        return _Start(record.id, new=True, snapshot=snapshot, seq=record.seq)
 
     def _create(
         self, task_id: str, params: types.SendMessageRequest, caller: types.Caller, tenant: str
@@ -138,10 +193,115 @@ class RequestHandler:
                 break
         return None
 
+    # --- Streams (A2A §3.1.2, §3.1.6) -------------------------------------------------------
+
+    def _check_streaming(self) -> None:
+        if not app_settings.STREAMING:
+            raise UnsupportedOperationError("Streaming is not supported by this agent")
+
     async def send_streaming_message(
         self, params: types.SendMessageRequest, caller: types.Caller
-    ) -> Any:
-        raise UnsupportedOperationError("Streaming is not supported by this agent")
+    ) -> AsyncIterator[StreamItem]:
+        """Validate and start at once (errors come before the stream); then the events."""
+        self._check_streaming()
+        config = self._configuration(params)
+        tenant = params.tenant or caller.tenant
+        task_id = await self._target(params, caller, tenant, in_thread)
+        start = await in_thread(self._start)(
+            task_id, params, caller, tenant, stream=True, history_length=config.history_length
+        )
+        return self._send_stream(start, caller.owner, tenant, config.history_length)
+
+    async def _send_stream(
+        self, start: _Start, owner: str, tenant: str, history_length: int | None
+    ) -> AsyncIterator[StreamItem]:
+        async with self.bus.subscribe(start.task_id) as updates:
+            if start.new:
+                events = self._new_task_events(start, updates)
+            else:
+                events = self._task_events(
+                    start.task_id, owner, tenant, updates, at_settled, history_length
+                )
+            async for item in events:
+                yield item
+
+    async def _new_task_events(
+        self, start: _Start, updates: Subscription
+    ) -> AsyncIterator[StreamItem]:
+        """A direct Message reply is the whole stream; else the Task first, then updates."""
+        first = StoredEvent(start.task_id, start.seq, TaskState.SUBMITTED, {"task": start.snapshot})
+        opened = False
+        events = follow_events(
+            self.store,
+            updates,
+            last=start.seq,
+            stop=at_settled,
+            keepalive=_keepalive(),
+            backlog=True,
+        )
+        async for item in events:
+            if not opened and isinstance(item, StoredEvent):
+                opened = True
+                if "message" not in item.payload:
+                    yield first
+            yield item
+
+    async def _task_events(
+        self,
+        task_id: str,
+        owner: str,
+        tenant: str,
+        updates: Subscription,
+        stop: StopWhen,
+        history_length: int | None = None,
+    ) -> AsyncIterator[StreamItem]:
+        """The Task snapshot first (A2A §3.1.6), then every later event until ``stop``."""
+        task, seq = await in_thread(self.store.snapshot)(
+            task_id, owner, tenant, history_length=history_length
+        )
+        first = StoredEvent(task_id, seq, task.status.state, {"task": task})
+        yield first
+        if stop(first):
+            return
+        events = follow_events(self.store, updates, last=seq, stop=stop, keepalive=_keepalive())
+        async for item in events:
+            yield item
+
+    async def subscribe_to_task(
+        self,
+        params: types.SubscribeToTaskRequest,
+        caller: types.Caller,
+        *,
+        resume_after: int | None = None,
+    ) -> AsyncIterator[StreamItem]:
+        """Follow a task until it is terminal. ``resume_after`` (SSE Last-Event-ID) resumes
+        the event sequence after that seq instead of starting with a snapshot."""
+        self._check_streaming()
+        tenant = params.tenant or caller.tenant
+        record = await in_thread(self.store.get_record)(params.id, caller.owner, tenant)
+        if record.state.is_terminal and (resume_after is None or resume_after >= record.seq):
+            raise UnsupportedOperationError(
+                f"Task is in terminal state {record.state.value}", taskId=record.id
+            )
+        return self._subscription(record.id, caller.owner, tenant, resume_after)
+
+    async def _subscription(
+        self, task_id: str, owner: str, tenant: str, resume_after: int | None
+    ) -> AsyncIterator[StreamItem]:
+        async with self.bus.subscribe(task_id) as updates:
+            if resume_after is None:
+                events = self._task_events(task_id, owner, tenant, updates, at_terminal)
+            else:
+                events = follow_events(
+                    self.store,
+                    updates,
+                    last=resume_after,
+                    stop=at_terminal,
+                    keepalive=_keepalive(),
+                    backlog=True,
+                )
+            async for item in events:
+                yield item
 
     # --- Tasks ----------------------------------------------------------------------------
 
@@ -168,11 +328,6 @@ class RequestHandler:
         # now tell the job to stop wherever it runs.
         self.backend.cancel(task.id)
         return task
-
-    async def subscribe_to_task(
-        self, params: types.SubscribeToTaskRequest, caller: types.Caller
-    ) -> Any:
-        raise UnsupportedOperationError("Streaming is not supported by this agent")
 
     # --- Push notification configs (not offered: capabilities.pushNotifications false) -----
 
@@ -206,3 +361,7 @@ class RequestHandler:
 
 def get_request_handler() -> RequestHandler:
     return RequestHandler(runtime.get_store(), runtime.get_backend(), runtime.get_event_bus())
+
+
+def _keepalive() -> float:
+    return float(app_settings.SSE_KEEPALIVE)

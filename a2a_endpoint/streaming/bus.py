@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
@@ -18,6 +19,8 @@ from a2a_endpoint.lifecycle import TaskState
 from a2a_endpoint.store import StoredEvent
 
 GROUP_PREFIX = "a2a.task."
+
+logger = logging.getLogger("a2a_endpoint.streaming")
 
 
 def group_name(task_id: str) -> str:
@@ -119,21 +122,26 @@ def _from_message(message: dict[str, Any]) -> StoredEvent:
     )
 
 
-class _ChannelSubscription(Subscription):
-    def __init__(self, task_id: str, layer: Any, channel: str) -> None:
-        self.task_id = task_id
-        self.layer = layer
-        self.channel = channel
+class _Reader:
+    """This process's one channel in a task's group, fanning events out to local streams."""
 
-    async def get(self) -> StoredEvent:
-        while True:
-            message = await self.layer.receive(self.channel)
-            if message.get("type") == "a2a.event":
-                return _from_message(message)
+    def __init__(self) -> None:
+        self.users = 0
+        self.failed = False
+        self.joined = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+        self.channel = ""
 
 
 class ChannelLayerEventBus(EventBus):
-    """Across processes through the Django Channels layer (``channels_redis`` in production)."""
+    """Across processes through the Django Channels layer (``channels_redis`` in production).
+
+    However many streams of a task a process serves, it joins the task's group once: one
+    channel-layer message per process and event, fanned out locally (an in-memory bus).
+    """
+
+    #: Re-join the group this often: channels_redis forgets members after ``group_expiry``.
+    rejoin_every = 3600.0
 
     def __init__(self, alias: str = "default") -> None:
         try:
@@ -145,6 +153,8 @@ class ChannelLayerEventBus(EventBus):
         self.layer = get_channel_layer(alias)
         if self.layer is None:
             raise ValueError(f"No channel layer is configured under CHANNEL_LAYERS[{alias!r}]")
+        self._local = InMemoryEventBus()
+        self._readers: dict[str, _Reader] = {}
 
     def publish(self, event: StoredEvent) -> None:
         from asgiref.sync import async_to_sync
@@ -153,10 +163,65 @@ class ChannelLayerEventBus(EventBus):
 
     @contextlib.asynccontextmanager
     async def subscribe(self, task_id: str) -> AsyncIterator[Subscription]:
-        channel = await self.layer.new_channel("a2a.")
+        async with self._local.subscribe(task_id) as subscription:
+            await self._retain(task_id)
+            try:
+                yield subscription
+            finally:
+                await self._release(task_id)
+
+    async def _retain(self, task_id: str) -> None:
+        reader = self._readers.get(task_id)
+        if reader is None:
+            reader = self._readers[task_id] = _Reader()
+            reader.users += 1
+            try:
+                reader.channel = await self.layer.new_channel("a2a.")
+                await self.layer.group_add(group_name(task_id), reader.channel)
+            except BaseException:
+                del self._readers[task_id]
+                reader.failed = True
+                raise
+            finally:
+                reader.joined.set()
+            reader.task = asyncio.create_task(self._read(task_id, reader.channel))
+        else:
+            reader.users += 1
+            # In the group before the caller reads its snapshot: nothing falls in between.
+            await reader.joined.wait()
+            if reader.failed:
+                raise ConnectionError(f"Could not join the channel layer group of {task_id}")
+
+    async def _release(self, task_id: str) -> None:
+        reader = self._readers.get(task_id)
+        if reader is None:
+            return
+        reader.users -= 1
+        if reader.users > 0:
+            return
+        del self._readers[task_id]
+        await reader.joined.wait()
+        if reader.task is not None:
+            reader.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader.task
+        await self.layer.group_discard(group_name(task_id), reader.channel)
+
+    async def _read(self, task_id: str, channel: str) -> None:
         group = group_name(task_id)
-        await self.layer.group_add(group, channel)
-        try:
-            yield _ChannelSubscription(task_id, self.layer, channel)
-        finally:
-            await self.layer.group_discard(group, channel)
+        while True:
+            try:
+                message = await asyncio.wait_for(self.layer.receive(channel), self.rejoin_every)
+            except TimeoutError:
+                await self.layer.group_add(group, channel)
+                continue
+            except Exception:  # a broken connection: streams fill gaps from the log
+                logger.warning("Channel layer receive failed for %s", group, exc_info=True)
+                await asyncio.sleep(1.0)
+                continue
+            if message.get("type") == "a2a.event":
+                self._local.publish(_from_message(message))
+
+    def reader_count(self) -> int:
+        """Groups this process is in (one per task with local streams)."""
+        return len(self._readers)
