@@ -79,6 +79,59 @@ def _card_errors() -> list[Error]:
     return []
 
 
+def _uses_celery(user: dict[str, Any]) -> bool:
+    backend = user.get("EXECUTION_BACKEND") or DEFAULTS["EXECUTION_BACKEND"]
+    return backend == "celery" or (isinstance(backend, str) and "celery" in backend.lower())
+
+
+def _celery_errors(user: dict[str, Any]) -> list[Error | Warning]:
+    """The Celery backend needs Celery, a cross-process bus, and a real database server."""
+    if not _uses_celery(user):
+        return []
+    problems: list[Error | Warning] = []
+    try:
+        import celery  # noqa: F401
+    except ImportError:
+        problems.append(
+            Error(
+                "EXECUTION_BACKEND is 'celery' but Celery is not installed.",
+                hint="pip install 'a2a-endpoint[celery]'",
+                id="a2a_endpoint.E010",
+            )
+        )
+    if not _cross_process_bus(user):
+        problems.append(
+            Error(
+                "The Celery backend needs a cross-process event bus: worker events would "
+                "never reach the web processes.",
+                hint='Set EVENT_BUS to "channels" with a channels_redis CHANNEL_LAYERS backend '
+                "(not InMemoryChannelLayer).",
+                id="a2a_endpoint.E009",
+            )
+        )
+    engine = settings.DATABASES.get("default", {}).get("ENGINE", "")
+    if engine.endswith("sqlite3"):
+        problems.append(
+            Warning(
+                "SQLite with the Celery backend: workers and web processes write one file.",
+                hint="Use PostgreSQL in production (DATABASE_URL).",
+                id="a2a_endpoint.W001",
+            )
+        )
+    return problems
+
+
+def _cross_process_bus(user: dict[str, Any]) -> bool:
+    bus = user.get("EVENT_BUS") or DEFAULTS["EVENT_BUS"]
+    if bus == "memory" or (isinstance(bus, str) and bus.endswith("InMemoryEventBus")):
+        return False
+    if bus == "channels" or (isinstance(bus, str) and bus.endswith("ChannelLayerEventBus")):
+        layers = getattr(settings, "CHANNEL_LAYERS", {}) or {}
+        backend = layers.get("default", {}).get("BACKEND", "")
+        return bool(backend) and not backend.endswith("InMemoryChannelLayer")
+    return True  # a custom bus: trust it
+
+
 @register(Tags.compatibility)
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Error | Warning]:
     user = getattr(settings, SETTING_NAME, None)
@@ -111,7 +164,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Error | Warni
             )
         )
     problems += _extension_errors(user.get("EXTENSIONS") or [])
-    if not problems:
+    problems += _celery_errors(user)
+    if not any(isinstance(p, Error) for p in problems):
         problems += _card_errors()
     if not settings.USE_TZ:
         problems.append(

@@ -39,6 +39,16 @@ DEFAULTS: dict[str, Any] = {
     "CALLER_RESOLVER": "a2a_endpoint.auth.resolve_caller",
     # Seconds an agent that ignores cancellation keeps running before it is stopped.
     "CANCEL_GRACE_PERIOD": 5.0,
+    # Celery backend: seconds a job's lease lasts; a running job renews it every third.
+    "JOB_LEASE": 30.0,
+    # A job lost with its worker (lease lapsed): "retry" it, or "fail" the task.
+    "LOST_JOB_POLICY": "retry",
+    # How many times a lost job is retried before the task fails.
+    "LOST_JOB_MAX_RETRIES": 1,
+    # Each Celery worker sweeps for lost jobs every JOB_LEASE / 2 seconds.
+    "LOST_JOB_SWEEPER": True,
+    # Celery queue for agent jobs (None: Celery's default queue).
+    "CELERY_QUEUE": None,
     # Threads for synchronous agents in the inline backend.
     "INLINE_MAX_WORKERS": 8,
     # Cache-Control max-age of the public agent card, in seconds.

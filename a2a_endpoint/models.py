@@ -31,6 +31,21 @@ class Task(models.Model):
     )
     status_timestamp = models.DateTimeField(_("status timestamp"))
     metadata = models.JSONField(_("metadata"), null=True, blank=True)
+    job_id = models.CharField(
+        _("job id"), max_length=255, blank=True, default="", help_text=_("The running job.")
+    )
+    job_position = models.PositiveIntegerField(
+        _("job message"),
+        default=0,
+        help_text=_("1 + history position of the user message the last job claimed."),
+    )
+    lease_expires_at = models.DateTimeField(
+        _("job lease expires"),
+        null=True,
+        blank=True,
+        help_text=_("Renewed by a running out-of-process job; a lapsed lease is a lost job."),
+    )
+    job_attempts = models.PositiveSmallIntegerField(_("job attempts"), default=0)
     seq = models.PositiveBigIntegerField(_("last event number"), default=0)
     history_size = models.PositiveIntegerField(_("history size"), default=0)
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
@@ -58,6 +73,11 @@ class Task(models.Model):
             models.Index(
                 fields=["owner", "tenant", "state", "-status_timestamp", "-id"],
                 name="a2a_task_owner_state",
+            ),
+            models.Index(
+                fields=["lease_expires_at"],
+                name="a2a_task_leased",
+                condition=models.Q(lease_expires_at__isnull=False),
             ),
         ]
 

@@ -12,7 +12,7 @@ import operator
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
@@ -30,13 +30,13 @@ from a2a_endpoint.errors import (
     TaskStateError,
     UnsupportedOperationError,
 )
-from a2a_endpoint.lifecycle import CANCELABLE_STATES, TaskState, transition
+from a2a_endpoint.lifecycle import CANCELABLE_STATES, TERMINAL_STATES, TaskState, transition
 
 DEFAULT_PAGE_SIZE = 50
 _CURSOR_SALT = "a2a_endpoint.list_tasks.cursor"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class StoredEvent:
     """A change as written to the log: what subscribers and the blocking wait receive."""
 
@@ -44,6 +44,11 @@ class StoredEvent:
     seq: int
     state: TaskState
     payload: dict[str, Any]  # a ProtoJSON StreamResponse
+
+    @functools.cached_property
+    def payload_json(self) -> bytes:
+        """The payload as JSON, encoded once however many streams send this event."""
+        return msgspec.json.encode(self.payload)
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,6 +397,105 @@ class TaskStore:
             self._change_status(task, TaskState.CANCELED, None)
             return self.snapshots([task], history_length=None, include_artifacts=True)[0]
 
+    # --- leased jobs (out-of-process workers: execution.jobs) -----------------------------
+
+    def claim_job(self, task_id: str, job_id: str, lease: float) -> bool:
+        """Claim the newest user message of the task for ``job_id``, under a lease.
+
+        False when there is nothing to run: the task is terminal, or this message was
+        claimed before (by a running job, a finished one, or a lost one).
+        """
+        with transaction.atomic():
+            task = self._locked(task_id)
+            if TaskState(task.state).is_terminal:
+                return False
+            position = self._newest_user_position(task) + 1
+            if task.job_position >= position:
+                # Claimed before: a duplicate or redelivered job. If its job was lost, the
+                # lapsed lease is the sweeper's to retry or fail (recover_lost_jobs).
+                return False
+            task.job_position = position
+            task.job_id = job_id
+            task.lease_expires_at = timezone.now() + timedelta(seconds=lease)
+            task.save(update_fields=["job_position", "job_id", "lease_expires_at"])
+        return True
+
+    def renew_job(self, task_id: str, job_id: str, lease: float) -> TaskState | None:
+        """Extend the lease of a running job; returns the task state (None: not its job)."""
+        expires = timezone.now() + timedelta(seconds=lease)
+        updated = models.Task.objects.filter(pk=_parse_uuid(task_id), job_id=job_id).update(
+            lease_expires_at=expires
+        )
+        if not updated:
+            return None
+        state = models.Task.objects.filter(pk=_parse_uuid(task_id)).values_list("state", flat=True)
+        return TaskState(state.first())
+
+    def release_job(self, task_id: str, job_id: str) -> None:
+        """The job ended (whatever the outcome): no lease to watch any more."""
+        models.Task.objects.filter(pk=_parse_uuid(task_id), job_id=job_id).update(
+            lease_expires_at=None
+        )
+
+    def job_of_finished_task(self, task_id: str) -> str | None:
+        """The job still holding a live lease on a task that is already terminal."""
+        row = (
+            models.Task.objects.filter(
+                pk=_parse_uuid(task_id),
+                state__in=[state.value for state in TERMINAL_STATES],
+                lease_expires_at__gt=timezone.now(),
+            )
+            .exclude(job_id="")
+            .values_list("job_id", flat=True)
+            .first()
+        )
+        return row
+
+    def recover_lost_jobs(self, *, retry: bool, max_retries: int) -> list[str]:
+        """Tasks whose job's lease lapsed: retried (returned, to re-enqueue) or failed."""
+        retried: list[str] = []
+        with transaction.atomic():
+            lost = (
+                models.Task.objects.select_for_update(skip_locked=True)
+                .filter(lease_expires_at__lt=timezone.now())
+                .order_by("lease_expires_at")[:100]
+            )
+            for task in lost:
+                if self._recover(task, retry=retry and task.job_attempts < max_retries):
+                    retried.append(str(task.id))
+        return retried
+
+    def _recover(self, task: models.Task, *, retry: bool) -> bool:
+        task.lease_expires_at = None
+        task.job_id = ""
+        if TaskState(task.state).is_terminal or TaskState(task.state).is_interrupted:
+            task.save(update_fields=["lease_expires_at", "job_id"])
+            return False
+        if retry:
+            task.job_attempts += 1
+            task.job_position = 0  # unclaimed: the next job may run the message again
+            task.save(update_fields=["lease_expires_at", "job_id", "job_attempts", "job_position"])
+            return True
+        task.save(update_fields=["lease_expires_at", "job_id"])
+        message = types.Message(
+            message_id=str(uuid.uuid4()),
+            context_id=task.context_id,
+            task_id=str(task.id),
+            role=types.Role.AGENT,
+            parts=[types.Part(text="The worker running this task was lost.")],
+        )
+        self._change_status(task, TaskState.FAILED, message)
+        return False
+
+    def _newest_user_position(self, task: models.Task) -> int:
+        position = (
+            task.messages.filter(role=types.Role.USER.value)
+            .order_by("-position")
+            .values_list("position", flat=True)
+            .first()
+        )
+        return position if position is not None else -1
+
     # --- internals ----------------------------------------------------------------------
 
     def _visible(self, task_id: str, owner: str, tenant: str, *, lock: bool = False) -> models.Task:
@@ -502,7 +606,10 @@ class TaskStore:
         )
         if self.publisher is not None:
             publisher = self.publisher
-            transaction.on_commit(lambda: publisher(event))
+            # robust: a failing bus (Redis down) is a lost message, which streams recover
+            # from the log; it must not fail the committed write nor skip later hooks (the
+            # job's submit).
+            transaction.on_commit(lambda: publisher(event), robust=True)
         return event
 
     def _history_by_task(

@@ -9,9 +9,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
-from asgiref.sync import iscoroutinefunction, sync_to_async
+from asgiref.sync import SyncToAsync, iscoroutinefunction, sync_to_async
 from django.core.exceptions import PermissionDenied
 from django.core.signals import setting_changed
+from django.db import connections
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.urls import reverse
 from django.utils.cache import get_conditional_response
@@ -108,18 +109,45 @@ def _too_large(limit: int) -> HttpResponse:
     return _refusal(413, f"Request body is larger than {limit} bytes")
 
 
+def _release_request_thread() -> None:
+    """Give back the thread Django's ASGI handler keeps for this request while it streams.
+
+    The handler runs each request in an asgiref ``ThreadSensitiveContext``, whose one-thread
+    executor (used by thread-sensitive sync code: signal receivers, sync middleware, session
+    lookups) lives until the response ends. A stream lasts minutes and needs no thread: when
+    its body starts (after the middleware), close that thread's DB connection and let it
+    exit. Thread-sensitive code later in the request (``request_finished``) gets a fresh
+    executor, shut down with the context.
+    """
+    context = SyncToAsync.thread_sensitive_context.get(None)
+    executors = getattr(SyncToAsync, "context_to_thread_executor", None)
+    if context is None or executors is None:
+        return
+    executor = executors.pop(context, None)
+    if executor is not None:
+        executor.submit(connections.close_all)
+        executor.shutdown(wait=False)
+
+
 def _frame(item: dict[str, Any]) -> bytes:
     """One SSE frame: a JSON-RPC response per event, ``id:`` its task event seq."""
     result = item.get("result")
     if isinstance(result, Keepalive):
         return keepalive()
     if isinstance(result, StoredEvent):
-        response = {"jsonrpc": "2.0", "id": item["id"], "result": result.payload}
-        return encode_sse(msgspec.json.encode(response), event_id=result.seq)
+        # {"jsonrpc":"2.0","id":…,"result":…} around the payload encoded once per event:
+        # a thousand streams of one task do not encode it a thousand times.
+        response = b'{"jsonrpc":"2.0","id":%b,"result":%b}' % (
+            msgspec.json.encode(item["id"]),
+            result.payload_json,
+        )
+        return encode_sse(response, event_id=result.seq)
     return encode_sse(msgspec.json.encode(item))  # an error after the stream started
 
 
 async def _sse(items: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
+    # Here the middleware is done with the response (it may run thread-sensitive code).
+    _release_request_thread()
     # A comment first: headers and a first byte reach the client (and proxies) at once.
     yield keepalive("stream opened")
     async for item in items:

@@ -1,12 +1,18 @@
-"""Settings of the sample project: SQLite, the inline backend and the in-memory bus.
+"""Settings of the sample project, read from the environment.
 
-It runs with no service at all (``make run``). Secrets and hosts come from the environment;
-the defaults suit a laptop only.
+With no variable set it needs no service at all (``make run``): SQLite, the inline backend,
+the in-memory bus and DEBUG on, which suit a laptop only. Production sets ``DATABASE_URL``
+(PostgreSQL), ``REDIS_URL`` (channel layer and Celery broker), ``DJANGO_SECRET_KEY`` and
+``DJANGO_DEBUG=0``: agent jobs then run on Celery workers and events cross processes through
+Redis. Every variable is described in ``deploy/env.example`` and ``docs/deployment.md``.
 """
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -22,6 +28,16 @@ def _env_list(name: str, default: list[str]) -> list[str]:
     return default if value is None else [item.strip() for item in value.split(",") if item.strip()]
 
 
+def _env_value(name: str, default: float, kind: Callable[[str], Any] = float) -> Any:
+    value = os.environ.get(name)
+    if value is None or not value.strip():
+        return kind(str(default))
+    try:
+        return kind(value.strip())
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r} is not a valid {kind.__name__}.") from None
+
+
 DEBUG = _env_bool("DJANGO_DEBUG", True)
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
 if not SECRET_KEY:
@@ -29,6 +45,19 @@ if not SECRET_KEY:
         raise ImproperlyConfigured("Set DJANGO_SECRET_KEY when DJANGO_DEBUG is off.")
     SECRET_KEY = "django-insecure-local-development-only"  # never used with DEBUG off
 ALLOWED_HOSTS = _env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
+# Full origins ("https://agent.example.com"): the admin's login form posts across the proxy.
+CSRF_TRUSTED_ORIGINS = _env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+
+# Behind nginx (deploy/nginx.conf), which terminates TLS and always sets both headers, so a
+# client cannot forge them. Daphne listens on loopback or unix sockets only. With these,
+# request.is_secure() and build_absolute_uri() see the public https://host, not daphne's.
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+USE_X_FORWARDED_HOST = True
+SESSION_COOKIE_SECURE = _env_bool("DJANGO_SECURE_COOKIES", not DEBUG)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+# nginx redirects HTTP to HTTPS and sends Strict-Transport-Security (deploy/nginx.conf). A
+# Django redirect would also bounce the plain-HTTP health probes sent straight to daphne.
+SILENCED_SYSTEM_CHECKS = ["security.W004", "security.W008"]
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -69,20 +98,45 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {
-    "default": {
-        "ENGINE": "django.db.backends.sqlite3",
-        "NAME": BASE_DIR / "db.sqlite3",
-        # Agent jobs write from worker threads while requests read and write: WAL lets readers
-        # run beside the writer, IMMEDIATE takes the write lock when a transaction starts
-        # (no failed lock upgrade midway), and the timeout makes writers queue, not fail.
-        "OPTIONS": {
-            "timeout": 20,
-            "transaction_mode": "IMMEDIATE",
-            "init_command": "PRAGMA journal_mode=WAL;",
-        },
-    }
-}
+
+def _database() -> dict[str, Any]:
+    """``DATABASE_URL`` (PostgreSQL in production), else the demo's SQLite file."""
+    url = os.environ.get("DATABASE_URL", "")
+    if not url:
+        return {
+            "ENGINE": "django.db.backends.sqlite3",
+            # A2A_DEMO_DB points elsewhere (the end-to-end tests serve a fresh file per run).
+            "NAME": os.environ.get("A2A_DEMO_DB") or BASE_DIR / "db.sqlite3",
+            # Agent jobs write from worker threads while requests read and write: WAL lets
+            # readers run beside the writer, IMMEDIATE takes the write lock when a transaction
+            # starts (no failed lock upgrade midway), and the timeout makes writers queue.
+            "OPTIONS": {
+                "timeout": 20,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL;",
+            },
+        }
+    # Connections are closed after each request, stream call and job (DB_CONN_MAX_AGE=0).
+    # Under ASGI, persistent connections are per thread and daphne runs each request's ORM
+    # calls in threads of its own: with 60 s, 20 concurrent clients left one daphne holding
+    # about 60 idle connections (PostgreSQL allows 100 by default); Django's docs say to
+    # disable them with ASGI. A Celery-only host may raise it (health-checked before reuse).
+    # To pool instead, Django >= 5.1 takes "OPTIONS": {"pool": True} (pip install
+    # "psycopg[pool]"), which requires CONN_MAX_AGE = 0: a pool and persistent connections
+    # exclude each other. See docs/deployment.md, "Database connections".
+    config = dj_database_url.parse(
+        url,
+        conn_max_age=_env_value("DB_CONN_MAX_AGE", 0, int),
+        conn_health_checks=True,
+    )
+    if config["ENGINE"] == "django.db.backends.postgresql":
+        # libpq waits for an unreachable server forever by default: fail (and answer 503 on
+        # /healthz) within seconds instead. A ?connect_timeout= in the URL wins.
+        config.setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
+    return dict(config)
+
+
+DATABASES = {"default": _database()}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -98,7 +152,8 @@ USE_I18N = True
 USE_TZ = True  # a2a_endpoint requires it (system check a2a_endpoint.E006)
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+# collectstatic copies the admin's and the demo's files here; nginx serves them at /static/.
+STATIC_ROOT = Path(os.environ.get("DJANGO_STATIC_ROOT") or BASE_DIR / "staticfiles")
 
 LOGGING = {
     "version": 1,
@@ -108,8 +163,69 @@ LOGGING = {
     # propagate off: daphne also logs the root logger to the console (no doubled lines).
     "loggers": {
         "a2a_endpoint": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        "project": {"handlers": ["console"], "level": "INFO", "propagate": False},
     },
 }
+
+# --- Redis: the channel layer (events across processes) and the Celery broker ----------------
+
+_redis_url = os.environ.get("REDIS_URL", "")
+if _redis_url:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {
+                # channels_redis' receive() blocks in Redis for up to 5 s, and redis-py reads
+                # with a 5 s socket timeout by default: an idle stream's receive would fail
+                # every 5 s (channels_redis #422). The socket timeout must exceed the pop.
+                "hosts": [{"address": _redis_url, "socket_timeout": 15}],
+            },
+        }
+    }
+    CELERY_BROKER_URL = _redis_url
+
+# Agent jobs are acknowledged when they end, not when they start, and a job whose worker
+# process died is put back (a2a_endpoint's leases stop a second run of the same message).
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+# One job reserved per worker process: a long agent run must not hold others back.
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    # Redis has no real acknowledgements: a job taken by a worker is hidden for this many
+    # seconds and redelivered if it is not acknowledged by then. A job lost with its worker
+    # is caught much sooner by the lease sweeper (A2A_JOB_LEASE); a late redelivery of a job
+    # that is running or done finds its message claimed and does nothing. Keep it above the
+    # longest agent run (a redelivery of a running job is harmless but takes a worker slot).
+    "visibility_timeout": _env_value("CELERY_VISIBILITY_TIMEOUT", 3600, int),
+}
+# Results go to the task store, not to Celery: no result backend is needed.
+CELERY_TASK_IGNORE_RESULT = True
+# Workers started before Redis keep retrying instead of exiting (Celery 6 changes the default).
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# --- A2A ---------------------------------------------------------------------------------
+
+
+def _a2a_overrides() -> dict[str, Any]:
+    """A2A_ENDPOINT keys set from the environment (the integration suite makes them short)."""
+    table: dict[str, tuple[str, Callable[[str], Any]]] = {
+        "A2A_BASE_URL": ("BASE_URL", str),
+        "A2A_BLOCKING_TIMEOUT": ("BLOCKING_TIMEOUT", float),
+        "A2A_CANCEL_GRACE_PERIOD": ("CANCEL_GRACE_PERIOD", float),
+        "A2A_JOB_LEASE": ("JOB_LEASE", float),
+        "A2A_LOST_JOB_POLICY": ("LOST_JOB_POLICY", str),
+        "A2A_LOST_JOB_MAX_RETRIES": ("LOST_JOB_MAX_RETRIES", int),
+        "A2A_SSE_KEEPALIVE": ("SSE_KEEPALIVE", float),
+    }
+    overrides = {
+        key: _env_value(name, 0, kind)
+        for name, (key, kind) in table.items()
+        if os.environ.get(name, "").strip()
+    }
+    if overrides.get("LOST_JOB_POLICY", "retry") not in {"retry", "fail"}:
+        raise ImproperlyConfigured("A2A_LOST_JOB_POLICY must be 'retry' or 'fail'.")
+    return overrides
+
 
 A2A_ENDPOINT = {
     "AGENT": "project.agents.DemoAgent",
@@ -126,4 +242,10 @@ A2A_ENDPOINT = {
         "provider": {"organization": "Example Org", "url": "https://example.com"},
         "documentationUrl": "https://example.com/docs/a2a-endpoint",
     },
+    # With Redis, jobs run on Celery workers and events reach every daphne through it; a
+    # Celery backend without that bus is system check a2a_endpoint.E009.
+    "EXECUTION_BACKEND": os.environ.get("A2A_EXECUTION_BACKEND")
+    or ("celery" if _redis_url else "inline"),
+    "EVENT_BUS": "channels" if _redis_url else "memory",
+    **_a2a_overrides(),
 }

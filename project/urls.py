@@ -1,11 +1,16 @@
-"""URLs of the sample project: the admin and the A2A endpoint (card and JSON-RPC)."""
+"""URLs of the sample project: the demo page, the admin, the health check and the A2A endpoint."""
 
 from django.contrib import admin
 from django.contrib.staticfiles.urls import staticfiles_urlpatterns
 from django.urls import include, path
 
+from project.health import healthz
+from project.views import DemoPageView
+
 urlpatterns = [
+    path("", DemoPageView.as_view(), name="demo"),
     path("admin/", admin.site.urls),
+    path("healthz", healthz, name="healthz"),
     path("", include("a2a_endpoint.urls")),
 ]
 

@@ -91,30 +91,39 @@ async def test_advertised_url_serves_jsonrpc(rpc):
 
 async def test_capabilities_declare_nothing_unserved():
     assert (await card())["capabilities"] == {
-        "streaming": False,
+        "streaming": True,
         "pushNotifications": False,
         "extendedAgentCard": False,
     }
 
 
 @pytest.mark.parametrize(
-    ("capability", "method", "params", "code"),
+    ("capability", "method", "params", "code", "overrides"),
     [
-        ("streaming", "SendStreamingMessage", {"message": user_message("echo x")}, -32004),
-        ("streaming", "SubscribeToTask", {"id": "t"}, -32004),
+        (
+            "streaming",
+            "SendStreamingMessage",
+            {"message": user_message("echo x")},
+            -32004,
+            {"STREAMING": False},
+        ),
+        ("streaming", "SubscribeToTask", {"id": "t"}, -32004, {"STREAMING": False}),
         (
             "pushNotifications",
             "CreateTaskPushNotificationConfig",
             {"taskId": "t", "url": "https://example.com/hook"},
             -32003,
+            {},
         ),
-        ("extendedAgentCard", "GetExtendedAgentCard", {}, -32004),
+        ("extendedAgentCard", "GetExtendedAgentCard", {}, -32004, {}),
     ],
 )
-async def test_capabilities_match_what_is_served(rpc, capability, method, params, code):
+async def test_capabilities_match_what_is_served(rpc, capability, method, params, code, overrides):
     # A2A §3.3.4: a capability is declared true only when its methods work, and vice versa.
-    declared = (await card())["capabilities"][capability]
-    answer = await rpc.call(method, params)
+    # (Streaming is served by default: tests/streaming/ covers it switched on.)
+    with override_settings(A2A_ENDPOINT=a2a_settings(**overrides)):
+        declared = (await card())["capabilities"][capability]
+        answer = await rpc.call(method, params)
     assert declared is ("result" in answer)
     assert answer["error"]["code"] == code
 
@@ -263,6 +272,6 @@ async def test_card_parses_with_the_official_sdk(overrides):
     parsed = ParseDict(body, sdk.AgentCard(), ignore_unknown_fields=False)
     assert parsed.name == body["name"]
     assert parsed.supported_interfaces[0].protocol_binding == "JSONRPC"
-    assert parsed.capabilities.streaming is False
+    assert parsed.capabilities.streaming is True
     assert [skill.id for skill in parsed.skills] == [skill["id"] for skill in body["skills"]]
     assert len(parsed.capabilities.extensions) == len(body["capabilities"].get("extensions", []))

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings
-from django.core.checks import ERROR
+from django.core.checks import ERROR, WARNING
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
@@ -145,3 +145,48 @@ def test_e007_malformed_extensions(extensions):
 def test_e008_card_that_is_not_a_valid_agent_card():
     card = {**VALID["CARD"], "skills": [{"id": "s", "name": "S", "description": "no tags"}]}
     assert ids(A2A_ENDPOINT=a2a_settings(CARD=card)) == ["a2a_endpoint.E008"]
+
+
+REDIS_LAYER = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer"}}
+MEMORY_LAYER = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+
+def celery_ids(bus: str, layers: dict[str, Any]) -> list[str]:
+    overrides: dict[str, Any] = {
+        "A2A_ENDPOINT": a2a_settings(EXECUTION_BACKEND="celery", EVENT_BUS=bus),
+        "CHANNEL_LAYERS": layers,
+    }
+    with override_settings(**overrides):
+        return [problem.id for problem in check_settings()]
+
+
+def test_celery_with_a_cross_process_bus_passes():
+    assert celery_ids("channels", REDIS_LAYER) == []
+
+
+@pytest.mark.parametrize(
+    ("bus", "layers"),
+    [("memory", REDIS_LAYER), ("channels", MEMORY_LAYER), ("channels", {})],
+)
+def test_e009_celery_without_a_cross_process_bus(bus, layers):
+    assert celery_ids(bus, layers) == ["a2a_endpoint.E009"]
+
+
+def test_e010_celery_not_installed(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "celery", None)  # import celery → ImportError
+    assert celery_ids("channels", REDIS_LAYER) == ["a2a_endpoint.E010"]
+
+
+@pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
+def test_w001_sqlite_with_celery():
+    sqlite = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
+    with override_settings(
+        A2A_ENDPOINT=a2a_settings(EXECUTION_BACKEND="celery", EVENT_BUS="channels"),
+        CHANNEL_LAYERS=REDIS_LAYER,
+        DATABASES=sqlite,
+    ):
+        problems = check_settings()
+    assert [(p.id, p.level) for p in problems] == [("a2a_endpoint.W001", WARNING)]
+    assert problems[0].hint

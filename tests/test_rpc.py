@@ -299,7 +299,7 @@ async def test_streaming_method_in_batch_gets_its_own_error(rpc):
     assert answers[1]["error"]["code"] == -32004
 
 
-# --- Operations this agent does not offer (capabilities all false) ----------------------------
+# --- Operations this agent does not offer (or not when switched off) -------------------------
 
 
 async def test_extended_agent_card_is_unsupported(rpc):
@@ -333,6 +333,7 @@ async def test_push_config_methods_are_not_supported(rpc, method, params):
         ("SubscribeToTask", {"id": "t"}),
     ],
 )
+@override_settings(A2A_ENDPOINT=a2a_settings(STREAMING=False))
 async def test_streaming_methods_answer_plain_json_error(rpc, method, params):
     response = await rpc.post(jsonrpc_request(method, params, id="s"))
     answer = decode(response)  # application/json, not text/event-stream

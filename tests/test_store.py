@@ -378,10 +378,11 @@ def test_list_tasks_query_count_is_constant(store, history_length, include_artif
 
 BULK_TASKS = """
 INSERT INTO a2a_endpoint_task
-    (id, context_id, owner, tenant, origin_message_id, state, status_timestamp, seq,
-     history_size, created_at, updated_at)
+    (id, context_id, owner, tenant, origin_message_id, job_id, job_position, job_attempts,
+     state, status_timestamp, seq, history_size, created_at, updated_at)
 SELECT gen_random_uuid(), 'ctx-' || (n %% 100),
        CASE WHEN n %% 4 = 0 THEN 'user:' || (n %% 50) ELSE 'anonymous' END, '', 'm-' || n,
+       '', 0, 0,
        CASE WHEN n %% 3 = 0 THEN 'TASK_STATE_WORKING' ELSE 'TASK_STATE_COMPLETED' END,
        now() - n * interval '1 second', 1, 0, now(), now()
 FROM generate_series(1, %s) AS n

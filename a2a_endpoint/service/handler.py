@@ -56,6 +56,7 @@ class _Start:
     new: bool = False
     snapshot: types.Task | None = None
     seq: int = 0
+    retried: bool = False  # this message had started the task already
 
 
 class RequestHandler:
@@ -122,11 +123,11 @@ class RequestHandler:
         if params.message.task_id:
             return _Start(self._continue(task_id, params, caller, tenant).id)
         if self.store.load(task_id) is not None:
-            return _Start(task_id)
+            return _Start(task_id, retried=True)
         with transaction.atomic():
             record = self._create(task_id, params, caller, tenant)
             if record.id != task_id:  # a concurrent send of this message stored it first
-                return _Start(record.id)
+                return _Start(record.id, retried=True)
             if not stream:
                 return _Start(record.id, new=True, seq=record.seq)
             snapshot = self.store.get_task(
@@ -216,6 +217,12 @@ class RequestHandler:
         self, start: _Start, owner: str, tenant: str, history_length: int | None
     ) -> AsyncIterator[StreamItem]:
         async with self.bus.subscribe(start.task_id) as updates:
+            reply = await in_thread(self._reply_event)(start.task_id) if start.retried else None
+            if reply is not None:
+                # A2A §3.1.1: answered with a direct Message, a retry gets that Message
+                # again (as SendMessage does), never the task behind it.
+                yield reply
+                return
             if start.new:
                 events = self._new_task_events(start, updates)
             else:
@@ -224,6 +231,14 @@ class RequestHandler:
                 )
             async for item in events:
                 yield item
+
+    def _reply_event(self, task_id: str) -> StoredEvent | None:
+        reply = self.store.direct_reply(task_id)
+        record = self.store.load(task_id)
+        if reply is None or record is None:
+            return None
+        # The reply is the task's last event: it finished it.
+        return StoredEvent(task_id, record.seq, record.state, {"message": reply})
 
     async def _new_task_events(
         self, start: _Start, updates: Subscription
@@ -279,6 +294,11 @@ class RequestHandler:
         self._check_streaming()
         tenant = params.tenant or caller.tenant
         record = await in_thread(self.store.get_record)(params.id, caller.owner, tenant)
+        if resume_after is not None and resume_after > record.seq:
+            raise InvalidParamsError(
+                field="Last-Event-ID",
+                description=f"The task has no event {resume_after} (its last is {record.seq})",
+            )
         if record.state.is_terminal and (resume_after is None or resume_after >= record.seq):
             raise UnsupportedOperationError(
                 f"Task is in terminal state {record.state.value}", taskId=record.id

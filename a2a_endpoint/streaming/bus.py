@@ -37,11 +37,13 @@ class Subscription(ABC):
 
     async def get_until(self, deadline: float) -> StoredEvent | None:
         """The next event, or None once the loop clock passes ``deadline``."""
-        remaining = deadline - asyncio.get_running_loop().time()
-        if remaining <= 0:
+        if deadline <= asyncio.get_running_loop().time():
             return None
+        # Not asyncio.wait_for: on Python 3.11 it swallows a cancellation (a client going
+        # away) that arrives just as an event is delivered, and the stream would live on.
         try:
-            return await asyncio.wait_for(self.get(), remaining)
+            async with asyncio.timeout_at(deadline):
+                return await self.get()
         except TimeoutError:
             return None
 
@@ -155,6 +157,7 @@ class ChannelLayerEventBus(EventBus):
             raise ValueError(f"No channel layer is configured under CHANNEL_LAYERS[{alias!r}]")
         self._local = InMemoryEventBus()
         self._readers: dict[str, _Reader] = {}
+        self._leaving: set[asyncio.Task[None]] = set()
 
     def publish(self, event: StoredEvent) -> None:
         from asgiref.sync import async_to_sync
@@ -200,18 +203,31 @@ class ChannelLayerEventBus(EventBus):
         if reader.users > 0:
             return
         del self._readers[task_id]
+        # Leave in a task of its own: the caller may be a stream being cancelled (a client
+        # disconnect), whose cancellation must neither be swallowed nor wait on Redis.
+        leaving = asyncio.get_running_loop().create_task(self._leave(task_id, reader))
+        self._leaving.add(leaving)
+        leaving.add_done_callback(self._leaving.discard)
+
+    async def _leave(self, task_id: str, reader: _Reader) -> None:
         await reader.joined.wait()
-        if reader.task is not None:
-            reader.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reader.task
-        await self.layer.group_discard(group_name(task_id), reader.channel)
+        task = reader.task
+        while task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=1.0)
+        try:
+            await self.layer.group_discard(group_name(task_id), reader.channel)
+        except Exception:
+            logger.warning("Could not leave the channel layer group of %s", task_id, exc_info=True)
 
     async def _read(self, task_id: str, channel: str) -> None:
         group = group_name(task_id)
         while True:
             try:
-                message = await asyncio.wait_for(self.layer.receive(channel), self.rejoin_every)
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancel
+                # that lands just as a message arrives, and _release would wait forever.
+                async with asyncio.timeout(self.rejoin_every):
+                    message = await self.layer.receive(channel)
             except TimeoutError:
                 await self.layer.group_add(group, channel)
                 continue

@@ -3,19 +3,27 @@
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
+import psycopg
 import pytest
+import redis
 from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
 from a2a.types import AgentCard
+from psycopg import sql
 
 from tests.integration.servers import DaphneServer, django_env, live_processes, run_django
 
 SERVER_SETTINGS = "tests.integration.settings"
 SERVER_APPLICATION = "tests.integration.asgi:application"
+REDIS_URL = os.environ.get("A2A_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+POSTGRES_URL = os.environ.get("A2A_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test")
 # Above the server's BLOCKING_TIMEOUT (10 s in tests.settings): a blocking send that waits
 # it out must come back as a Task, not as a client-side timeout.
 HTTP_TIMEOUT = 20.0
@@ -124,3 +132,59 @@ async def client(agent_card: AgentCard, http: httpx.AsyncClient) -> AsyncIterato
     sdk_client = ClientFactory(config).create(agent_card)
     yield sdk_client
     await sdk_client.close()
+
+
+# --- external services ----------------------------------------------------------------------
+
+
+def service_missing(message: str) -> NoReturn:
+    """Skip a test whose service is not there, or fail it where services are required (CI)."""
+    if os.environ.get("A2A_REQUIRE_SERVICES") == "1":
+        pytest.fail(f"{message} (A2A_REQUIRE_SERVICES=1: the service is required)", pytrace=False)
+    pytest.skip(f"{message} (start it, or set A2A_TEST_REDIS_URL / A2A_TEST_POSTGRES_URL)")
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """The URL of a reachable Redis (``A2A_TEST_REDIS_URL``, default 127.0.0.1:6379/0)."""
+    problem = ""
+    with redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2, socket_timeout=2) as client:
+        try:
+            client.ping()
+        except redis.RedisError as exc:
+            problem = f"Redis is not reachable at {REDIS_URL}: {exc}"
+    if problem:  # reported outside the except block: no chained traceback, just the reason
+        service_missing(problem)
+    return REDIS_URL
+
+
+def with_database(url: str, name: str) -> str:
+    """``url`` naming database ``name`` instead of its own."""
+    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
+
+
+@pytest.fixture(scope="module")
+def postgres_database_url() -> Iterator[str]:
+    """A fresh PostgreSQL database for server processes, dropped again after the module.
+
+    Created on the server of ``A2A_TEST_POSTGRES_URL`` through its maintenance database, as
+    Django's test runner does; dropped WITH (FORCE) so a connection a killed server left
+    behind cannot keep it alive.
+    """
+    name = f"a2a_it_{uuid.uuid4().hex[:12]}"
+    admin_url = with_database(POSTGRES_URL, "postgres")
+    try:
+        admin = psycopg.connect(admin_url, autocommit=True, connect_timeout=5)
+    except psycopg.OperationalError as exc:
+        admin = None
+        problem = f"PostgreSQL is not reachable at {admin_url}: {exc}"
+    if admin is None:
+        service_missing(problem)
+    with admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield with_database(POSTGRES_URL, name)
+    finally:
+        drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
+        with psycopg.connect(admin_url, autocommit=True, connect_timeout=5) as admin:
+            admin.execute(drop.format(sql.Identifier(name)))

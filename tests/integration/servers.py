@@ -234,7 +234,10 @@ class ManagedProcess:
 
 
 class DaphneServer(ManagedProcess):
-    """``daphne -b host -p port <application>``, ready once ``ready_path`` answers 2xx."""
+    """``daphne -b host -p port <application>``, ready once ``ready_path`` answers 2xx.
+
+    ``backlog`` sets the listen backlog (through a Twisted endpoint string instead).
+    """
 
     def __init__(
         self,
@@ -245,11 +248,17 @@ class DaphneServer(ManagedProcess):
         port: int | None = None,
         ready_path: str = "/.well-known/agent-card.json",
         name: str = "daphne",
+        backlog: int | None = None,
         **options: Any,
     ) -> None:
         self.host = host
         self.port = port or free_port(host)
-        command = [sys.executable, "-m", "daphne", "-b", host, "-p", str(self.port), application]
+        listen = ["-b", host, "-p", str(self.port)]
+        if backlog is not None:
+            # Twisted listens with a backlog of 50: too few for hundreds of clients that
+            # connect at once (a full accept queue drops or resets their connections).
+            listen = ["-e", f"tcp:port={self.port}:interface={host}:backlog={backlog}"]
+        command = [sys.executable, "-m", "daphne", *listen, application]
         super().__init__(name, command, env=env, ready=http_ready(self.url(ready_path)), **options)
 
     @property

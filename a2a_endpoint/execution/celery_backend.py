@@ -1,0 +1,136 @@
+"""The Celery execution backend: agent jobs on Celery workers. Celery is imported only here.
+
+Jobs carry only the task id and are enqueued after the commit that stored the message
+(the service calls ``submit`` from ``transaction.on_commit``). They are ``acks_late`` with
+``reject_on_worker_lost``, and leased (see ``jobs.py``): a redelivered job never runs an agent
+twice for one message, and a job lost with its worker is retried or failed by the sweeper.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import Any
+
+try:
+    from celery import current_app, shared_task
+    from celery.signals import worker_ready, worker_shutdown
+except ImportError as exc:  # pragma: no cover - reported by system check E010
+    raise ImportError(
+        "The Celery execution backend needs Celery: pip install 'a2a-endpoint[celery]'"
+    ) from exc
+
+from a2a_endpoint.conf import app_settings
+from a2a_endpoint.execution import runtime
+from a2a_endpoint.execution.backends import ExecutionBackend
+from a2a_endpoint.execution.jobs import run_leased_job
+
+logger = logging.getLogger("a2a_endpoint.execution")
+
+RUN_TASK = "a2a_endpoint.run_agent_task"
+STOP_JOB = "a2a_endpoint.stop_canceled_job"
+RECOVER = "a2a_endpoint.recover_lost_jobs"
+
+
+def _queue() -> dict[str, Any]:
+    queue = app_settings.CELERY_QUEUE
+    return {"queue": queue} if queue else {}
+
+
+class CeleryBackend(ExecutionBackend):
+    """Production backend: any worker runs any job; cancellation reaches it wherever it runs."""
+
+    def submit(self, task_id: str) -> None:
+        run_agent_task.apply_async(args=[task_id], **_queue())
+
+    def cancel(self, task_id: str) -> None:
+        # The task is CANCELED already and the job hears it on the bus at once. A job still
+        # running after the grace period is terminated by Celery (prefork pool).
+        stop_canceled_job.apply_async(
+            args=[task_id], countdown=float(app_settings.CANCEL_GRACE_PERIOD) + 1, **_queue()
+        )
+
+
+_loops = threading.local()
+
+
+def _job_loop() -> asyncio.AbstractEventLoop:
+    """The event loop of this worker thread, reused by every job it runs.
+
+    Not a new loop per job (``asyncio.run``): the process's channel layer binds its receive
+    state (connections, locks) to the loop that first used it, so every later job's cancel
+    watch would fail on a loop of its own and hear CancelTask only from the slower heartbeat.
+    """
+    loop: asyncio.AbstractEventLoop | None = getattr(_loops, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = _loops.loop = asyncio.new_event_loop()
+    return loop
+
+
+@shared_task(
+    name=RUN_TASK, bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True
+)
+def run_agent_task(self: Any, task_id: str) -> None:
+    """Run the agent for the newest message of ``task_id`` (thin: the work is in ``jobs``)."""
+    job_id = self.request.id or f"local-{threading.get_ident()}"
+    store = runtime.get_store()
+    job = run_leased_job(task_id, job_id, store, runtime.get_event_bus())
+    _job_loop().run_until_complete(job)
+
+
+@shared_task(name=STOP_JOB, ignore_result=True)
+def stop_canceled_job(task_id: str) -> None:
+    """Terminate the job of a canceled task if it ignored the cancellation."""
+    job_id = runtime.get_store().job_of_finished_task(task_id)
+    if job_id is None:
+        return
+    logger.warning("Terminating job %s: task %s was canceled and it kept running", job_id, task_id)
+    current_app.control.revoke(job_id, terminate=True, signal="SIGKILL")
+    runtime.get_store().release_job(task_id, job_id)
+
+
+@shared_task(name=RECOVER, ignore_result=True)
+def recover_lost_jobs() -> list[str]:
+    """Retry or fail tasks whose job stopped renewing its lease (its worker is gone)."""
+    retry = app_settings.LOST_JOB_POLICY == "retry"
+    retried = runtime.get_store().recover_lost_jobs(
+        retry=retry, max_retries=int(app_settings.LOST_JOB_MAX_RETRIES)
+    )
+    for task_id in retried:
+        run_agent_task.apply_async(args=[task_id], **_queue())
+    return retried
+
+
+class _Sweeper(threading.Thread):
+    """Each worker sweeps for lost jobs, so a dead worker is noticed by the live ones."""
+
+    def __init__(self) -> None:
+        super().__init__(name="a2a-lost-job-sweeper", daemon=True)
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        interval = max(float(app_settings.JOB_LEASE) / 2, 0.5)
+        while not self.stopped.wait(interval):
+            try:
+                recover_lost_jobs()
+            except Exception:
+                logger.exception("Sweeping for lost jobs failed")
+
+
+_sweeper: _Sweeper | None = None
+
+
+@worker_ready.connect
+def _start_sweeper(**kwargs: Any) -> None:
+    global _sweeper
+    if not app_settings.LOST_JOB_SWEEPER or not isinstance(runtime.get_backend(), CeleryBackend):
+        return
+    _sweeper = _Sweeper()
+    _sweeper.start()
+
+
+@worker_shutdown.connect
+def _stop_sweeper(**kwargs: Any) -> None:
+    if _sweeper is not None:
+        _sweeper.stopped.set()

@@ -1,0 +1,126 @@
+"""Leased jobs in the store: one job per message, lease renewal, and lost-job recovery."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import msgspec
+import pytest
+from django.utils import timezone
+
+from a2a_endpoint import models, types
+from a2a_endpoint.lifecycle import TaskState
+from a2a_endpoint.store import TaskStore
+from a2a_endpoint.testing import user_message
+
+pytestmark = [pytest.mark.django_db]
+
+
+@pytest.fixture
+def store() -> TaskStore:
+    return TaskStore()
+
+
+def new_task(store: TaskStore) -> str:
+    message = msgspec.convert(user_message("hi"), types.Message)
+    return store.create_task(owner="o", tenant="", context_id="c", message=message).id
+
+
+def lapse(task_id: str) -> None:
+    models.Task.objects.filter(pk=task_id).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+
+
+def test_a_message_is_claimed_by_one_job_only(store):
+    task_id = new_task(store)
+    assert store.claim_job(task_id, "job-1", 30)
+    # A redelivery of the same job, or a duplicate: the message is taken.
+    assert not store.claim_job(task_id, "job-1", 30)
+    assert not store.claim_job(task_id, "job-2", 30)
+    task = models.Task.objects.get(pk=task_id)
+    assert task.job_id == "job-1"
+    assert task.lease_expires_at > timezone.now()
+
+
+def test_a_finished_job_is_not_run_again_for_the_same_message(store):
+    task_id = new_task(store)
+    assert store.claim_job(task_id, "job-1", 30)
+    store.release_job(task_id, "job-1")
+    assert models.Task.objects.get(pk=task_id).lease_expires_at is None
+    assert not store.claim_job(task_id, "job-1", 30)
+
+
+def test_a_new_user_message_can_be_claimed_by_the_next_job(store):
+    task_id = new_task(store)
+    assert store.claim_job(task_id, "job-1", 30)
+    store.update_status(task_id, TaskState.INPUT_REQUIRED)
+    store.release_job(task_id, "job-1")
+    answer = msgspec.convert(user_message("Ada"), types.Message)
+    store.continue_task(task_id, "o", "", answer)
+    assert store.claim_job(task_id, "job-2", 30)
+
+
+def test_terminal_tasks_are_not_claimed(store):
+    task_id = new_task(store)
+    store.cancel(task_id, "o", "")
+    assert not store.claim_job(task_id, "job-1", 30)
+
+
+def test_renew_extends_the_lease_and_reports_the_state(store):
+    task_id = new_task(store)
+    store.claim_job(task_id, "job-1", 1)
+    before = models.Task.objects.get(pk=task_id).lease_expires_at
+    assert store.renew_job(task_id, "job-1", 60) is TaskState.SUBMITTED
+    assert models.Task.objects.get(pk=task_id).lease_expires_at > before
+    # Another job cannot renew it.
+    assert store.renew_job(task_id, "job-2", 60) is None
+    store.cancel(task_id, "o", "")
+    assert store.renew_job(task_id, "job-1", 60) is TaskState.CANCELED
+
+
+def test_job_of_finished_task_names_a_job_that_ignored_cancellation(store):
+    task_id = new_task(store)
+    store.claim_job(task_id, "job-1", 30)
+    assert store.job_of_finished_task(task_id) is None  # still active: nothing to stop
+    store.cancel(task_id, "o", "")
+    assert store.job_of_finished_task(task_id) == "job-1"
+    store.release_job(task_id, "job-1")
+    assert store.job_of_finished_task(task_id) is None
+
+
+def test_a_lost_job_is_retried_then_the_task_fails(store):
+    task_id = new_task(store)
+    store.claim_job(task_id, "job-1", 30)
+    store.update_status(task_id, TaskState.WORKING)
+    assert store.recover_lost_jobs(retry=True, max_retries=1) == []  # lease still live
+    lapse(task_id)
+    assert store.recover_lost_jobs(retry=True, max_retries=1) == [task_id]
+    task = models.Task.objects.get(pk=task_id)
+    assert (task.lease_expires_at, task.job_attempts, task.state) == (None, 1, "TASK_STATE_WORKING")
+    # The retry job may claim the message again; the lost job's redelivery may not.
+    assert store.claim_job(task_id, "job-2", 30)
+    lapse(task_id)
+    assert store.recover_lost_jobs(retry=True, max_retries=1) == []
+    task = models.Task.objects.get(pk=task_id)
+    assert task.state == TaskState.FAILED.value
+    assert task.status_message["parts"][0]["text"] == "The worker running this task was lost."
+    assert task.lease_expires_at is None
+
+
+def test_fail_policy_fails_a_lost_job_at_once(store):
+    task_id = new_task(store)
+    store.claim_job(task_id, "job-1", 30)
+    lapse(task_id)
+    assert store.recover_lost_jobs(retry=False, max_retries=5) == []
+    assert models.Task.objects.get(pk=task_id).state == TaskState.FAILED.value
+
+
+def test_an_interrupted_task_with_a_lapsed_lease_is_left_waiting(store):
+    task_id = new_task(store)
+    store.claim_job(task_id, "job-1", 30)
+    store.update_status(task_id, TaskState.INPUT_REQUIRED)
+    lapse(task_id)
+    assert store.recover_lost_jobs(retry=True, max_retries=1) == []
+    task = models.Task.objects.get(pk=task_id)
+    assert (task.state, task.lease_expires_at) == (TaskState.INPUT_REQUIRED.value, None)

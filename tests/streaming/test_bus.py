@@ -1,0 +1,75 @@
+"""The event buses on their own: cancellation of a waiting stream or group reader always wins."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from django.test import override_settings
+
+from a2a_endpoint.lifecycle import TaskState
+from a2a_endpoint.store import StoredEvent
+from a2a_endpoint.streaming.bus import ChannelLayerEventBus, InMemoryEventBus, _to_message
+from tests.service.builders import DEADLINE, wait_for
+from tests.streaming.conftest import IN_MEMORY_LAYER
+
+TASK = "00000000-0000-0000-0000-000000000001"
+EVENT = StoredEvent(TASK, 1, TaskState.WORKING, {"statusUpdate": {}})
+
+
+async def test_waiting_subscription_gets_published_events_in_order():
+    bus = InMemoryEventBus()
+    loop = asyncio.get_running_loop()
+    async with bus.subscribe(TASK) as updates:
+        for seq in (1, 2, 3):
+            bus.publish(StoredEvent(TASK, seq, TaskState.WORKING, {}))
+        got = [await updates.get_until(loop.time() + DEADLINE) for _ in range(3)]
+        assert [event.seq for event in got if event] == [1, 2, 3]
+        assert await updates.get_until(loop.time() + 0.01) is None  # idle: None, no error
+    assert bus.subscriber_count(TASK) == 0
+
+
+async def test_cancelling_a_wait_is_not_lost_when_an_event_lands_at_once():
+    # A client disconnect cancels the stream while it waits; if an event is delivered in
+    # the same loop turn, the cancellation must still end the wait (asyncio.wait_for on
+    # Python 3.11 returned the event instead, and the stream outlived its client).
+    bus = InMemoryEventBus()
+    loop = asyncio.get_running_loop()
+    async with bus.subscribe(TASK) as updates:
+        waiting = asyncio.create_task(updates.get_until(loop.time() + DEADLINE))
+        await asyncio.sleep(0)  # now waiting for the queue
+        bus.publish(EVENT)  # delivered at the next loop turn...
+        await asyncio.sleep(0)  # ...which has just run: the waiter is about to wake
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+
+
+async def test_leaving_the_group_while_a_message_lands_stops_the_reader():
+    with override_settings(CHANNEL_LAYERS=IN_MEMORY_LAYER):
+        bus = ChannelLayerEventBus()
+        async with bus.subscribe(TASK):
+            reader = bus._readers[TASK]
+            await asyncio.sleep(0)  # the group reader waits on its channel
+            # A message lands on its channel in this very turn, as the last stream leaves.
+            await bus.layer.send(reader.channel, _to_message(EVENT))
+        assert bus.reader_count() == 0
+        # The reader must not read on after its cancellation (asyncio.wait_for on Python
+        # 3.11 could swallow it here), and the process must leave the group.
+        await wait_for(lambda: reader.task is not None and reader.task.done())
+        await wait_for(lambda: not bus.layer.groups)
+
+
+async def test_channel_layer_fan_out_joins_the_group_once():
+    with override_settings(CHANNEL_LAYERS=IN_MEMORY_LAYER):
+        bus = ChannelLayerEventBus()
+        loop = asyncio.get_running_loop()
+        async with bus.subscribe(TASK) as one, bus.subscribe(TASK) as two:
+            assert bus.reader_count() == 1
+            await bus.layer.group_send(f"a2a.task.{TASK}", _to_message(EVENT))
+            got = [
+                await asyncio.wait_for(sub.get_until(loop.time() + DEADLINE), DEADLINE)
+                for sub in (one, two)
+            ]
+            assert got == [EVENT, EVENT]
+        assert bus.reader_count() == 0

@@ -1,0 +1,433 @@
+"""project/settings.py under different environments, its system checks, and ``/healthz``.
+
+Settings are imported in a subprocess per environment (they are read once, at import). The
+production mode uses the real PostgreSQL and Redis of the test run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import psycopg
+import pytest
+import redis
+from django.db import OperationalError
+from django.test import AsyncRequestFactory, override_settings
+
+from project import health
+from tests.integration.servers import DaphneServer, free_port
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+POSTGRES_URL = os.environ.get("A2A_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("A2A_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+SECRET = secrets.token_urlsafe(50)
+
+DUMP_SETTINGS = """
+import json, django
+from django.conf import settings
+django.setup()
+names = [
+    "DEBUG", "DATABASES", "CHANNEL_LAYERS", "A2A_ENDPOINT", "SECRET_KEY", "ALLOWED_HOSTS",
+    "CSRF_TRUSTED_ORIGINS", "SECURE_PROXY_SSL_HEADER", "USE_X_FORWARDED_HOST", "STATIC_ROOT",
+    "SESSION_COOKIE_SECURE", "CELERY_BROKER_URL", "CELERY_TASK_ACKS_LATE",
+    "CELERY_TASK_REJECT_ON_WORKER_LOST", "CELERY_WORKER_PREFETCH_MULTIPLIER",
+    "CELERY_BROKER_TRANSPORT_OPTIONS", "CELERY_TASK_IGNORE_RESULT",
+    "CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP",
+]
+print(json.dumps({name: getattr(settings, name, None) for name in names}, default=str))
+"""
+
+
+def clean_env(**values: str) -> dict[str, str]:
+    """This process's environment without any variable the project settings read."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("DJANGO_", "A2A_", "DB_", "CELERY_", "DEMO_"))
+        and key not in {"DATABASE_URL", "REDIS_URL"}
+    }
+    return {**env, "DJANGO_SETTINGS_MODULE": "project.settings", **values}
+
+
+def production_env(**values: str) -> dict[str, str]:
+    """DEBUG off with a secret, the test run's PostgreSQL and Redis, then ``values``."""
+    base = {
+        "DJANGO_DEBUG": "0",
+        "DJANGO_SECRET_KEY": SECRET,
+        "DATABASE_URL": POSTGRES_URL,
+        "REDIS_URL": REDIS_URL,
+    }
+    return clean_env(**{**base, **values})
+
+
+def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def project_settings(env: dict[str, str]) -> dict[str, Any]:
+    result = run(["-c", DUMP_SETTINGS], env)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return run(["manage.py", *args], env)
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (the kernel just handed it out and it was closed)."""
+    return free_port()
+
+
+# --- settings per environment ---------------------------------------------------------------
+
+
+def test_no_environment_needs_no_service() -> None:
+    """`make run`: SQLite, the inline backend, the in-memory bus, DEBUG on."""
+    settings = project_settings(clean_env())
+    database = settings["DATABASES"]["default"]
+    assert database["ENGINE"] == "django.db.backends.sqlite3"
+    assert database["NAME"] == str(REPO_ROOT / "db.sqlite3")
+    assert database["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
+    assert settings["A2A_ENDPOINT"]["EXECUTION_BACKEND"] == "inline"
+    assert settings["A2A_ENDPOINT"]["EVENT_BUS"] == "memory"
+    assert settings["CHANNEL_LAYERS"] is None
+    assert settings["CELERY_BROKER_URL"] is None
+    assert settings["DEBUG"] is True
+    assert settings["ALLOWED_HOSTS"] == ["127.0.0.1", "localhost"]
+
+
+def test_database_and_redis_urls_select_postgres_celery_and_channels() -> None:
+    settings = project_settings(production_env())
+    database = settings["DATABASES"]["default"]
+    assert database["ENGINE"] == "django.db.backends.postgresql"
+    # ASGI: no persistent connections (they pile up per thread; docs/deployment.md).
+    assert database["CONN_MAX_AGE"] == 0
+    assert database["CONN_HEALTH_CHECKS"] is True
+    assert database["OPTIONS"]["connect_timeout"] == 5
+    layer = settings["CHANNEL_LAYERS"]["default"]
+    assert layer["BACKEND"] == "channels_redis.core.RedisChannelLayer"
+    (host,) = layer["CONFIG"]["hosts"]
+    assert host["address"] == REDIS_URL
+    # Above channels_redis' 5 s blocking receive, or idle receives time out (#422).
+    assert host["socket_timeout"] > 5
+    assert settings["CELERY_BROKER_URL"] == REDIS_URL
+    assert settings["A2A_ENDPOINT"]["EXECUTION_BACKEND"] == "celery"
+    assert settings["A2A_ENDPOINT"]["EVENT_BUS"] == "channels"
+
+
+def test_celery_settings_for_leased_agent_jobs() -> None:
+    settings = project_settings(production_env(CELERY_VISIBILITY_TIMEOUT="7200"))
+    assert settings["CELERY_TASK_ACKS_LATE"] is True
+    assert settings["CELERY_TASK_REJECT_ON_WORKER_LOST"] is True
+    assert settings["CELERY_WORKER_PREFETCH_MULTIPLIER"] == 1
+    assert settings["CELERY_BROKER_TRANSPORT_OPTIONS"] == {"visibility_timeout": 7200}
+    assert settings["CELERY_TASK_IGNORE_RESULT"] is True
+    assert settings["CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP"] is True
+
+
+def test_redis_with_the_inline_backend() -> None:
+    """Several daphnes running their own jobs still share events through Redis."""
+    settings = project_settings(production_env(A2A_EXECUTION_BACKEND="inline"))
+    assert settings["A2A_ENDPOINT"]["EXECUTION_BACKEND"] == "inline"
+    assert settings["A2A_ENDPOINT"]["EVENT_BUS"] == "channels"
+
+
+def test_proxy_hosts_and_static_root_from_the_environment() -> None:
+    settings = project_settings(
+        production_env(
+            DJANGO_ALLOWED_HOSTS="agent.example.com, 127.0.0.1",
+            DJANGO_CSRF_TRUSTED_ORIGINS="https://agent.example.com",
+            DJANGO_STATIC_ROOT="/srv/static",
+            DB_CONN_MAX_AGE="300",
+        )
+    )
+    assert settings["DEBUG"] is False
+    assert settings["SECRET_KEY"] == SECRET
+    assert settings["ALLOWED_HOSTS"] == ["agent.example.com", "127.0.0.1"]
+    assert settings["CSRF_TRUSTED_ORIGINS"] == ["https://agent.example.com"]
+    assert settings["SECURE_PROXY_SSL_HEADER"] == ["HTTP_X_FORWARDED_PROTO", "https"]
+    assert settings["USE_X_FORWARDED_HOST"] is True
+    assert settings["SESSION_COOKIE_SECURE"] is True
+    assert settings["STATIC_ROOT"] == "/srv/static"
+    assert settings["DATABASES"]["default"]["CONN_MAX_AGE"] == 300
+
+
+def test_a2a_overrides_from_the_environment() -> None:
+    settings = project_settings(
+        clean_env(
+            A2A_BASE_URL="https://agent.example.com",
+            A2A_BLOCKING_TIMEOUT="2.5",
+            A2A_CANCEL_GRACE_PERIOD="0.2",
+            A2A_JOB_LEASE="1.5",
+            A2A_LOST_JOB_POLICY="fail",
+            A2A_LOST_JOB_MAX_RETRIES="3",
+            A2A_SSE_KEEPALIVE="0.5",
+        )
+    )
+    a2a = settings["A2A_ENDPOINT"]
+    assert a2a["BASE_URL"] == "https://agent.example.com"
+    assert a2a["BLOCKING_TIMEOUT"] == 2.5
+    assert a2a["CANCEL_GRACE_PERIOD"] == 0.2
+    assert a2a["JOB_LEASE"] == 1.5
+    assert a2a["LOST_JOB_POLICY"] == "fail"
+    assert a2a["LOST_JOB_MAX_RETRIES"] == 3
+    assert a2a["SSE_KEEPALIVE"] == 0.5
+
+
+def test_no_override_keeps_the_app_defaults() -> None:
+    a2a = project_settings(clean_env())["A2A_ENDPOINT"]
+    assert set(a2a) == {"AGENT", "CARD", "EXECUTION_BACKEND", "EVENT_BUS"}
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"DJANGO_DEBUG": "0"}, "Set DJANGO_SECRET_KEY when DJANGO_DEBUG is off."),
+        ({"A2A_JOB_LEASE": "soon"}, "A2A_JOB_LEASE='soon' is not a valid float."),
+        ({"DB_CONN_MAX_AGE": "1.5", "DATABASE_URL": POSTGRES_URL}, "DB_CONN_MAX_AGE='1.5'"),
+        ({"A2A_LOST_JOB_POLICY": "ignore"}, "A2A_LOST_JOB_POLICY must be 'retry' or 'fail'."),
+    ],
+)
+def test_misconfiguration_stops_at_import(env: dict[str, str], message: str) -> None:
+    result = run(["-c", DUMP_SETTINGS], clean_env(**env))
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr
+    assert message in result.stderr
+
+
+def test_the_card_advertises_a2a_base_url() -> None:
+    script = (
+        "import django, json; django.setup()\n"
+        "from django.test import Client\n"
+        "card = Client().get('/.well-known/agent-card.json', HTTP_HOST='127.0.0.1').json()\n"
+        "print(card['supportedInterfaces'][0]['url'])\n"
+    )
+    result = run(["-c", script], clean_env(A2A_BASE_URL="https://agent.example.com"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "https://agent.example.com/a2a/"
+
+
+# --- system checks in both modes ------------------------------------------------------------
+
+
+def test_check_passes_without_services() -> None:
+    result = manage("check", "--fail-level", "WARNING", env=clean_env())
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_check_deploy_passes_in_production_mode(postgres_url: str, redis_url: str) -> None:
+    env = production_env(DATABASE_URL=postgres_url, REDIS_URL=redis_url)
+    result = manage(
+        "check", "--deploy", "--database", "default", "--fail-level", "WARNING", env=env
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_celery_without_redis_is_e009() -> None:
+    """The troubleshooting entry of docs/deployment.md: the in-memory bus cannot reach workers."""
+    result = manage("check", env=clean_env(A2A_EXECUTION_BACKEND="celery"))
+    assert result.returncode != 0
+    assert "a2a_endpoint.E009" in result.stderr
+
+
+def test_celery_on_sqlite_warns_w001() -> None:
+    result = manage("check", env=clean_env(REDIS_URL=REDIS_URL))
+    assert result.returncode == 0, result.stderr
+    assert "a2a_endpoint.W001" in result.stderr
+
+
+# --- /healthz in this process (tests.settings: PostgreSQL, no channel layer) -----------------
+
+
+async def get_health() -> tuple[int, dict[str, str]]:
+    response = await health.healthz(AsyncRequestFactory().get("/healthz"))
+    assert response["Content-Type"] == "application/json"
+    assert "no-cache" in response["Cache-Control"]
+    return response.status_code, msgspec.json.decode(response.content)
+
+
+def redis_layer(url: str) -> dict[str, Any]:
+    return {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [{"address": url, "socket_timeout": 15}]},
+        }
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_health_without_a_channel_layer() -> None:
+    assert await get_health() == (
+        200,
+        {"status": "ok", "database": "ok", "channel_layer": "not configured"},
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_health_with_a_redis_channel_layer(redis_url: str) -> None:
+    with override_settings(CHANNEL_LAYERS=redis_layer(redis_url)):
+        assert await get_health() == (
+            200,
+            {"status": "ok", "database": "ok", "channel_layer": "ok"},
+        )
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_health_503_when_redis_is_unreachable() -> None:
+    with override_settings(CHANNEL_LAYERS=redis_layer(f"redis://127.0.0.1:{closed_port()}/0")):
+        assert await get_health() == (
+            503,
+            {"status": "error", "database": "ok", "channel_layer": "error"},
+        )
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_health_503_when_the_database_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken() -> None:
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(health, "_select_one", broken)
+    assert await get_health() == (
+        503,
+        {"status": "error", "database": "error", "channel_layer": "not configured"},
+    )
+
+
+async def test_health_refuses_post() -> None:
+    response = await health.healthz(AsyncRequestFactory().post("/healthz"))
+    assert response.status_code == 405
+
+
+# --- /healthz of daphne serving project.settings in production mode -------------------------
+
+
+def daphne_health(env: dict[str, str], tmp_path: Path) -> tuple[int, dict[str, str]]:
+    with DaphneServer("project.asgi:application", env=env, log_dir=tmp_path) as server:
+        try:
+            with urllib.request.urlopen(server.url("/healthz"), timeout=15) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read())
+
+
+@pytest.mark.integration
+def test_daphne_health_ok_with_postgres_and_redis(
+    postgres_url: str, redis_url: str, tmp_path: Path
+) -> None:
+    env = production_env(DATABASE_URL=postgres_url, REDIS_URL=redis_url, PYTHONUNBUFFERED="1")
+    assert daphne_health(env, tmp_path) == (
+        200,
+        {"status": "ok", "database": "ok", "channel_layer": "ok"},
+    )
+
+
+@pytest.mark.integration
+def test_daphne_health_503_with_redis_down(postgres_url: str, tmp_path: Path) -> None:
+    env = production_env(
+        DATABASE_URL=postgres_url,
+        REDIS_URL=f"redis://127.0.0.1:{closed_port()}/0",
+        PYTHONUNBUFFERED="1",
+    )
+    assert daphne_health(env, tmp_path) == (
+        503,
+        {"status": "error", "database": "ok", "channel_layer": "error"},
+    )
+
+
+@pytest.mark.integration
+def test_daphne_health_503_with_postgres_down(redis_url: str, tmp_path: Path) -> None:
+    env = production_env(
+        DATABASE_URL=f"postgres://postgres@127.0.0.1:{closed_port()}/nowhere",
+        REDIS_URL=redis_url,
+        PYTHONUNBUFFERED="1",
+    )
+    assert daphne_health(env, tmp_path) == (
+        503,
+        {"status": "error", "database": "error", "channel_layer": "ok"},
+    )
+
+
+def connections_named(application_name: str) -> int:
+    with psycopg.connect(POSTGRES_URL, connect_timeout=5) as admin:
+        row = admin.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+            [application_name],
+        ).fetchone()
+    return row[0]
+
+
+@pytest.mark.integration
+def test_daphne_keeps_no_idle_database_connections(
+    postgres_url: str, redis_url: str, tmp_path: Path
+) -> None:
+    """Under ASGI, persistent connections pile up per thread: the default closes them."""
+    name = f"a2a-conn-{secrets.token_hex(4)}"
+    env = production_env(DATABASE_URL=f"{postgres_url}?application_name={name}")
+    with DaphneServer("project.asgi:application", env=env, log_dir=tmp_path) as server:
+
+        def probe(_: int) -> int:
+            with urllib.request.urlopen(server.url("/healthz"), timeout=15) as response:
+                return response.status
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            assert set(pool.map(probe, range(40))) == {200}
+        # Django closes a request's connection just after the response is sent: allow it a
+        # moment. Persistent ones would stay (CONN_MAX_AGE seconds), far past the deadline.
+        deadline = time.monotonic() + 5
+        while (left := connections_named(name)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert left == 0
+
+
+# --- services -------------------------------------------------------------------------------
+
+
+def service_missing(message: str) -> None:
+    if os.environ.get("A2A_REQUIRE_SERVICES") == "1":
+        pytest.fail(f"{message} (A2A_REQUIRE_SERVICES=1)", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def postgres_url() -> Iterator[str]:
+    """The test run's PostgreSQL (A2A_TEST_POSTGRES_URL): the settings only connect to it."""
+    try:
+        psycopg.connect(POSTGRES_URL, connect_timeout=5).close()
+    except psycopg.OperationalError as exc:
+        service_missing(f"PostgreSQL is not reachable at {POSTGRES_URL}: {exc}")
+    yield POSTGRES_URL
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> str:
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        service_missing(f"Redis is not reachable at {REDIS_URL}: {exc}")
+    finally:
+        client.close()
+    return REDIS_URL
