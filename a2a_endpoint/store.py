@@ -451,6 +451,20 @@ class TaskStore:
         )
         return row
 
+    def jobs_outliving_their_tasks(self, grace: float) -> list[tuple[str, str]]:
+        """(task id, job id) of jobs still leasing a task that ended over ``grace`` s ago."""
+        now = timezone.now()
+        rows = (
+            models.Task.objects.filter(
+                state__in=[state.value for state in TERMINAL_STATES],
+                lease_expires_at__gt=now,
+                status_timestamp__lt=now - timedelta(seconds=grace),
+            )
+            .exclude(job_id="")
+            .values_list("id", "job_id")[:100]
+        )
+        return [(str(task_id), job_id) for task_id, job_id in rows]
+
     def recover_lost_jobs(self, *, retry: bool, max_retries: int) -> list[str]:
         """Tasks whose job's lease lapsed: retried (returned, to re-enqueue) or failed."""
         retried: list[str] = []

@@ -175,10 +175,12 @@ if _redis_url:
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             "CONFIG": {
-                # channels_redis' receive() blocks in Redis for up to 5 s, and redis-py reads
-                # with a 5 s socket timeout by default: an idle stream's receive would fail
-                # every 5 s (channels_redis #422). The socket timeout must exceed the pop.
-                "hosts": [{"address": _redis_url, "socket_timeout": 15}],
+                # channels_redis' receive() blocks in Redis for up to 5 s, and redis-py 8 reads
+                # with a 5 s socket timeout by default: an idle receive would fail every 5 s
+                # (channels_redis #422). Any socket timeout also makes redis-py wrap each
+                # command in asyncio.wait_for, which on Python 3.11 can lose a cancellation
+                # (a stream's reader then never stops): no socket timeout at all.
+                "hosts": [{"address": _redis_url, "socket_timeout": None}],
             },
         }
     }
@@ -200,7 +202,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 }
 # Results go to the task store, not to Celery: no result backend is needed.
 CELERY_TASK_IGNORE_RESULT = True
-# Workers started before Redis keep retrying instead of exiting (Celery 6 changes the default).
+# Workers started before Redis keep retrying instead of exiting (explicit: Celery 6 stops
+# deriving it from broker_connection_retry).
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
 # --- A2A ---------------------------------------------------------------------------------
@@ -228,7 +231,8 @@ def _a2a_overrides() -> dict[str, Any]:
 
 
 A2A_ENDPOINT = {
-    "AGENT": "project.agents.DemoAgent",
+    # A2A_AGENT: another AgentExecutor for the same project (tests, benchmarks).
+    "AGENT": os.environ.get("A2A_AGENT") or "project.agents.DemoAgent",
     # The card's skills come from DemoAgent.skills (A2A §8).
     "CARD": {
         "name": "a2a-endpoint demo agent",

@@ -4,6 +4,8 @@ Jobs carry only the task id and are enqueued after the commit that stored the me
 (the service calls ``submit`` from ``transaction.on_commit``). They are ``acks_late`` with
 ``reject_on_worker_lost``, and leased (see ``jobs.py``): a redelivered job never runs an agent
 twice for one message, and a job lost with its worker is retried or failed by the sweeper.
+A job that ignores CancelTask is killed after the grace period (``revoke(terminate=True)``:
+the prefork pool), by a stop job or, when no pool process is free to run it, by the sweeper.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ logger = logging.getLogger("a2a_endpoint.execution")
 RUN_TASK = "a2a_endpoint.run_agent_task"
 STOP_JOB = "a2a_endpoint.stop_canceled_job"
 RECOVER = "a2a_endpoint.recover_lost_jobs"
+#: Seconds a finished job waits for its leftover tasks (leaving channel-layer groups).
+LEFTOVER_TIMEOUT = 5.0
 
 
 def _queue() -> dict[str, Any]:
@@ -58,9 +62,10 @@ _loops = threading.local()
 def _job_loop() -> asyncio.AbstractEventLoop:
     """The event loop of this worker thread, reused by every job it runs.
 
-    Not a new loop per job (``asyncio.run``): the process's channel layer binds its receive
-    state (connections, locks) to the loop that first used it, so every later job's cancel
-    watch would fail on a loop of its own and hear CancelTask only from the slower heartbeat.
+    Not a new loop per job (``asyncio.run``): channels_redis keeps receive state (asyncio
+    locks) bound to the loop that used it, so a later job's cancel watch failed ("bound to a
+    different event loop") and heard CancelTask only from the heartbeat, a third of a lease
+    later; and closing the loop cancelled the bus's leaving of the task's group.
     """
     loop: asyncio.AbstractEventLoop | None = getattr(_loops, "loop", None)
     if loop is None or loop.is_closed():
@@ -76,18 +81,41 @@ def run_agent_task(self: Any, task_id: str) -> None:
     job_id = self.request.id or f"local-{threading.get_ident()}"
     store = runtime.get_store()
     job = run_leased_job(task_id, job_id, store, runtime.get_event_bus())
-    _job_loop().run_until_complete(job)
+    loop = _job_loop()
+    loop.run_until_complete(job)
+    # The loop does not run between jobs: let what the job left behind finish now (the bus
+    # leaves the task's channel-layer group in a task of its own), not at the next job.
+    pending = asyncio.all_tasks(loop)
+    if pending:
+        loop.run_until_complete(asyncio.wait(pending, timeout=LEFTOVER_TIMEOUT))
+
+
+def _terminate(task_id: str, job_id: str) -> None:
+    logger.warning("Terminating job %s: task %s was canceled and it kept running", job_id, task_id)
+    current_app.control.revoke(job_id, terminate=True, signal="SIGKILL")
+    runtime.get_store().release_job(task_id, job_id)
 
 
 @shared_task(name=STOP_JOB, ignore_result=True)
 def stop_canceled_job(task_id: str) -> None:
     """Terminate the job of a canceled task if it ignored the cancellation."""
     job_id = runtime.get_store().job_of_finished_task(task_id)
-    if job_id is None:
-        return
-    logger.warning("Terminating job %s: task %s was canceled and it kept running", job_id, task_id)
-    current_app.control.revoke(job_id, terminate=True, signal="SIGKILL")
-    runtime.get_store().release_job(task_id, job_id)
+    if job_id is not None:
+        _terminate(task_id, job_id)
+
+
+def stop_stubborn_jobs() -> list[str]:
+    """Terminate jobs still running a grace period after their task ended; their task ids.
+
+    The sweeper's backstop for ``stop_canceled_job``, which needs a free pool process: on a
+    worker whose every process is busy (one of them with the very job to stop) it would wait.
+    """
+    grace = float(app_settings.CANCEL_GRACE_PERIOD)
+    stopped = []
+    for task_id, job_id in runtime.get_store().jobs_outliving_their_tasks(grace):
+        _terminate(task_id, job_id)
+        stopped.append(task_id)
+    return stopped
 
 
 @shared_task(name=RECOVER, ignore_result=True)
@@ -103,7 +131,8 @@ def recover_lost_jobs() -> list[str]:
 
 
 class _Sweeper(threading.Thread):
-    """Each worker sweeps for lost jobs, so a dead worker is noticed by the live ones."""
+    """Each worker sweeps for lost jobs, so a dead worker is noticed by the live ones, and for
+    stubborn ones (from its main process: no pool process needed to stop them)."""
 
     def __init__(self) -> None:
         super().__init__(name="a2a-lost-job-sweeper", daemon=True)
@@ -114,6 +143,7 @@ class _Sweeper(threading.Thread):
         while not self.stopped.wait(interval):
             try:
                 recover_lost_jobs()
+                stop_stubborn_jobs()
             except Exception:
                 logger.exception("Sweeping for lost jobs failed")
 

@@ -345,8 +345,8 @@ class RequestHandler:
     ) -> types.Task:
         task = await _db(self.store.cancel)(params.id, caller.owner, params.tenant or caller.tenant)
         # The task is CANCELED already (terminal, so the job's later writes are refused);
-        # now tell the job to stop wherever it runs.
-        self.backend.cancel(task.id)
+        # now tell the job to stop wherever it runs (a Celery publish may block: off the loop).
+        await _db(self.backend.cancel)(task.id)
         return task
 
     # --- Push notification configs (not offered: capabilities.pushNotifications false) -----

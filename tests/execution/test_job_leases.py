@@ -124,3 +124,17 @@ def test_an_interrupted_task_with_a_lapsed_lease_is_left_waiting(store):
     assert store.recover_lost_jobs(retry=True, max_retries=1) == []
     task = models.Task.objects.get(pk=task_id)
     assert (task.state, task.lease_expires_at) == (TaskState.INPUT_REQUIRED.value, None)
+
+
+def test_jobs_outliving_their_tasks_are_named_after_the_grace_period(store):
+    task_id = new_task(store)
+    store.claim_job(task_id, "job-1", 30)
+    store.cancel(task_id, "o", "")
+    # Just canceled: the job still has its grace period to stop by itself.
+    assert store.jobs_outliving_their_tasks(grace=60) == []
+    models.Task.objects.filter(pk=task_id).update(
+        status_timestamp=timezone.now() - timedelta(seconds=61)
+    )
+    assert store.jobs_outliving_their_tasks(grace=60) == [(task_id, "job-1")]
+    store.release_job(task_id, "job-1")
+    assert store.jobs_outliving_their_tasks(grace=60) == []

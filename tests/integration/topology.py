@@ -28,8 +28,10 @@ from typing import Any
 
 import httpx
 import psycopg
+import redis
 from psycopg.rows import dict_row
 
+from a2a_endpoint.streaming.bus import group_name
 from a2a_endpoint.testing import jsonrpc_request, user_message
 from tests.agents import RUN_LOG_KEY
 from tests.integration.servers import (
@@ -52,6 +54,9 @@ HOSTNAME = socket.gethostname()
 # JOB_LEASE + JOB_LEASE / 2 (lapse, then the next sweep), a stubborn one killed after GRACE.
 JOB_LEASE = 3.0
 CANCEL_GRACE = 1.0
+# The lease of the workers of every other test: its heartbeat (every third of it) is far
+# slower than the bus, so a job that hears CancelTask at once heard it on the bus.
+STEADY_JOB_LEASE = 30.0
 BLOCKING_TIMEOUT = 20.0
 # Generous deadlines for polls: the machine may be busy with other suites.
 DEADLINE = 30.0
@@ -98,7 +103,7 @@ def topology_env(database_url: str, redis_url: str, prefix: str, **extra: str) -
         # Close connections after each request and job: a dozen processes share the server.
         DB_CONN_MAX_AGE="0",
         A2A_EXECUTION_BACKEND="celery",
-        A2A_JOB_LEASE=str(JOB_LEASE),
+        A2A_JOB_LEASE=str(STEADY_JOB_LEASE),
         A2A_CANCEL_GRACE_PERIOD=str(CANCEL_GRACE),
         A2A_BLOCKING_TIMEOUT=str(BLOCKING_TIMEOUT),
         A2A_LOST_JOB_POLICY="retry",
@@ -228,8 +233,11 @@ class WebServer(DaphneServer):
 class CeleryWorker(ManagedProcess):
     """``celery -A project worker`` (prefork), ready once it logs ``<nodename> ready.``"""
 
-    def __init__(self, name: str, *, env: Mapping[str, str], log_dir: Path) -> None:
+    def __init__(
+        self, name: str, *, env: Mapping[str, str], log_dir: Path, concurrency: int = 2
+    ) -> None:
         self.nodename = f"{name}@{HOSTNAME}"
+        self.concurrency = concurrency
         command = [
             sys.executable,
             "-m",
@@ -240,7 +248,7 @@ class CeleryWorker(ManagedProcess):
             "-P",
             "prefork",
             "-c",
-            "2",
+            str(concurrency),
             "-l",
             "info",
             "-n",
@@ -253,7 +261,8 @@ class CeleryWorker(ManagedProcess):
         super().__init__(
             name, command, env=env, log_dir=log_dir, ready=self._logged_ready, stop_timeout=15
         )
-        self.policy = env.get("A2A_LOST_JOB_POLICY", "retry")
+        self.policy = env["A2A_LOST_JOB_POLICY"]
+        self.lease = float(env["A2A_JOB_LEASE"])
 
     def _logged_ready(self) -> bool:
         return f"{self.nodename} ready." in self.log_text(limit=10_000_000)
@@ -366,7 +375,7 @@ class Topology:
         )
         self._all.append(self.nginx)
         self.nginx.start()
-        self.start_workers("retry")
+        self.start_workers("retry", STEADY_JOB_LEASE)
 
     def stop(self) -> None:
         """Stop every process ever started, newest first (already dead ones are reaped)."""
@@ -374,24 +383,37 @@ class Topology:
             with contextlib.suppress(Exception):
                 process.stop()
 
-    def start_workers(self, policy: str) -> list[CeleryWorker]:
-        """Stop the running workers and start w1 and w2 with ``LOST_JOB_POLICY=policy``."""
+    def start_workers(
+        self, policy: str, lease: float, count: int = 2, concurrency: int = 2
+    ) -> list[CeleryWorker]:
+        """Stop the running workers; start ``count`` (w1, w2 ...) with these settings."""
         for worker in self.workers:
             if worker.returncode is None:
                 terminate(worker)
-        env = {**self.env, "A2A_LOST_JOB_POLICY": policy}
+        env = {**self.env, "A2A_LOST_JOB_POLICY": policy, "A2A_JOB_LEASE": str(lease)}
         self.workers = [
-            CeleryWorker(name, env=env, log_dir=self._dir(name)) for name in ("w1", "w2")
+            CeleryWorker(name, env=env, log_dir=self._dir(name), concurrency=concurrency)
+            for name in (f"w{index}" for index in range(1, count + 1))
         ]
         self._all += self.workers
         start_together(self.workers)
         return self.workers
 
-    def ensure_workers(self, policy: str = "retry") -> list[CeleryWorker]:
-        """Both workers up with ``policy`` (restarted if a test killed one or changed it)."""
-        if all(w.returncode is None and w.policy == policy for w in self.workers):
+    def ensure_workers(
+        self,
+        policy: str = "retry",
+        lease: float = STEADY_JOB_LEASE,
+        count: int = 2,
+        concurrency: int = 2,
+    ) -> list[CeleryWorker]:
+        """Workers up with these settings (restarted if a test killed one or changed them)."""
+        wanted = (policy, lease, concurrency)
+        if len(self.workers) == count and all(
+            w.returncode is None and (w.policy, w.lease, w.concurrency) == wanted
+            for w in self.workers
+        ):
             return self.workers
-        return self.start_workers(policy)
+        return self.start_workers(policy, lease, count, concurrency)
 
     def terminate_web_a(self) -> None:
         """Stop daphne A as its supervisor would (SIGTERM), e.g. to restart it."""
@@ -442,6 +464,12 @@ class Topology:
             uuid.UUID(task_id),
         )
         return [(row["seq"], row["payload"]) for row in rows]
+
+    def group_members(self, task_id: str) -> int:
+        """How many channels are in the task's channel-layer group (one per process)."""
+        prefix = channel_layer_prefix(self.env["A2A_IT_REDIS_PREFIX"])
+        with redis.Redis.from_url(self.env["REDIS_URL"]) as client:
+            return client.zcard(f"{prefix}:group:{group_name(task_id)}")
 
     def task_row(self, task_id: str) -> dict[str, Any]:
         [row] = self.query(

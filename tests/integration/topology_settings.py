@@ -1,11 +1,13 @@
 """Settings of the production-topology suite: the sample project's, serving the test agent.
 
 ``project.settings`` configured as a deployment configures it, from the environment
-(``DATABASE_URL``, ``REDIS_URL``, ``A2A_JOB_LEASE`` ...: see deploy/env.example), with three
-changes only a test run needs: the scripted test agent instead of the demo agents (the project
-reads no agent from the environment), and Redis keys under a prefix of this run
-(``A2A_IT_REDIS_PREFIX``: the channel layer's groups and Celery's queues, bindings and control
-channels), so runs sharing one Redis never see each other's events or jobs.
+(``DATABASE_URL``, ``REDIS_URL``, ``A2A_JOB_LEASE`` ...: see deploy/env.example), changed only
+where a test run must: the scripted test agent instead of the demo agents (the project reads
+no agent from the environment); agent jobs on a named Celery queue (``CELERY_QUEUE``, which
+the workers consume with ``-Q``); every Redis key under a prefix of the run
+(``A2A_IT_REDIS_PREFIX``: the channel layer's groups, Celery's queues, unacknowledged jobs and
+control channels), so runs sharing one Redis never see each other's events or jobs; and
+Django's errors in the process logs.
 """
 
 import os
