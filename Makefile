@@ -7,9 +7,10 @@ BIN = $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv run lint format migrations-check test clean
+.PHONY: help venv run lint format migrations-check test clean bench
 
 help: ## List the targets
 	@echo "Targets (variables: PYTHON=$(PYTHON) VENV=$(VENV) HOST=$(HOST) PORT=$(PORT) PYTEST_ARGS=...):"
@@ -48,3 +49,10 @@ clean: ## Remove virtualenvs, caches, build output and db.sqlite3
 	rm -rf .venv .venv-* .pytest_cache .ruff_cache .hypothesis .mypy_cache .import_linter_cache build dist *.egg-info
 	rm -f db.sqlite3 db.sqlite3-journal db.sqlite3-wal db.sqlite3-shm
 	find . -path ./node_modules -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +
+
+$(VENV)/.bench-installed: requirements-bench.txt $(VENV)/.installed
+	$(BIN)/python -m pip install -r requirements-bench.txt
+	@touch $@
+
+bench: venv $(VENV)/.bench-installed ## Benchmark vs a2a-sdk (needs PostgreSQL + Redis; BENCH_ARGS=--quick)
+	$(BIN)/python -m bench.run $(BENCH_ARGS)
