@@ -132,7 +132,17 @@ def _database() -> dict[str, Any]:
     if config["ENGINE"] == "django.db.backends.postgresql":
         # libpq waits for an unreachable server forever by default: fail (and answer 503 on
         # /healthz) within seconds instead. A ?connect_timeout= in the URL wins.
-        config.setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
+        options = config.setdefault("OPTIONS", {})
+        options.setdefault("connect_timeout", 5)
+        # A per-process psycopg pool in the ASGI server: closing a connection (after each
+        # request and stream call) returns it instead of ending a PostgreSQL backend.
+        # Connecting was the top hot spot of the benchmark (bench/results). Not in Celery
+        # workers: the prefork pool forks processes, and a pool must not cross a fork.
+        # project/asgi.py marks the server process; DB_POOL_SIZE=0 turns the pool off.
+        pool_size = _env_value("DB_POOL_SIZE", 10, int)
+        in_server = os.environ.get("A2A_SERVER_PROCESS") == "asgi"
+        if pool_size and in_server and not config.get("CONN_MAX_AGE"):
+            options["pool"] = {"min_size": 2, "max_size": pool_size, "timeout": 10}
     return dict(config)
 
 
