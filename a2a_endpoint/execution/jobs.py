@@ -27,25 +27,36 @@ def lease_seconds() -> float:
     return float(app_settings.JOB_LEASE)
 
 
-async def _heartbeat(
-    store: TaskStore, task_id: str, job_id: str, cancel_event: threading.Event
-) -> None:
+class _CancelSignal:
+    """The stop signal of a job: a threading.Event for the agent (``context.cancel_event``,
+    also read by sync agents in their thread) and an asyncio.Event the job awaits."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.heard = asyncio.Event()
+
+    def set(self) -> None:
+        self.event.set()
+        self.heard.set()
+
+
+async def _heartbeat(store: TaskStore, task_id: str, job_id: str, cancel: _CancelSignal) -> None:
     """Renew the lease while the agent runs; a task found terminal means: stop."""
     interval = lease_seconds() / 3
     while True:
         await asyncio.sleep(interval)
         state = await in_thread(store.renew_job)(task_id, job_id, lease_seconds())
         if state is None or state.is_terminal:
-            cancel_event.set()
+            cancel.set()
 
 
-async def _watch_cancel(bus: EventBus, task_id: str, cancel_event: threading.Event) -> None:
+async def _watch_cancel(bus: EventBus, task_id: str, cancel: _CancelSignal) -> None:
     """Hear CancelTask at once through the bus (the heartbeat is the slower fallback)."""
     async with bus.subscribe(task_id) as updates:
         while True:
             event = await updates.get()
             if event.state is TaskState.CANCELED:
-                cancel_event.set()
+                cancel.set()
                 return
 
 
@@ -53,7 +64,7 @@ def _agent_is_async() -> bool:
     return inspect.iscoroutinefunction(getattr(app_settings.AGENT, "execute", None))
 
 
-async def _stop_after_grace(job: asyncio.Task[None], cancel_event: threading.Event) -> None:
+async def _stop_after_grace(job: asyncio.Task[None], cancel: _CancelSignal) -> None:
     """An async agent that ignores the cancel signal is cancelled after the grace period.
 
     A sync agent's thread cannot be stopped: cancelling its job would only end the wait for
@@ -62,8 +73,7 @@ async def _stop_after_grace(job: asyncio.Task[None], cancel_event: threading.Eve
     """
     if not _agent_is_async():
         return
-    while not cancel_event.is_set():
-        await asyncio.sleep(0.05)
+    await cancel.heard.wait()
     try:
         await asyncio.wait_for(asyncio.shield(job), float(app_settings.CANCEL_GRACE_PERIOD))
     except TimeoutError:
@@ -80,12 +90,12 @@ async def run_leased_job(task_id: str, job_id: str, store: TaskStore, bus: Event
             "Job %s for task %s: nothing to do (already claimed or finished)", job_id, task_id
         )
         return False
-    cancel_event = threading.Event()
-    job = asyncio.create_task(run_task(task_id, store, cancel_event))
+    cancel = _CancelSignal()
+    job = asyncio.create_task(run_task(task_id, store, cancel.event))
     helpers = [
-        asyncio.create_task(_heartbeat(store, task_id, job_id, cancel_event)),
-        asyncio.create_task(_watch_cancel(bus, task_id, cancel_event)),
-        asyncio.create_task(_stop_after_grace(job, cancel_event)),
+        asyncio.create_task(_heartbeat(store, task_id, job_id, cancel)),
+        asyncio.create_task(_watch_cancel(bus, task_id, cancel)),
+        asyncio.create_task(_stop_after_grace(job, cancel)),
     ]
     try:
         with contextlib.suppress(asyncio.CancelledError):
