@@ -116,17 +116,19 @@ def _database() -> dict[str, Any]:
                 "init_command": "PRAGMA journal_mode=WAL;",
             },
         }
-    # Connections are closed after each request, stream call and job (DB_CONN_MAX_AGE=0).
-    # Under ASGI, persistent connections are per thread and daphne runs each request's ORM
-    # calls in threads of its own: with 60 s, 20 concurrent clients left one daphne holding
-    # about 60 idle connections (PostgreSQL allows 100 by default); Django's docs say to
-    # disable them with ASGI. A Celery-only host may raise it (health-checked before reuse).
-    # To pool instead, Django >= 5.1 takes "OPTIONS": {"pool": True} (pip install
-    # "psycopg[pool]"), which requires CONN_MAX_AGE = 0: a pool and persistent connections
-    # exclude each other. See docs/deployment.md, "Database connections".
+    # The ASGI server closes its connections after each request and stream call (a pool,
+    # below, takes them back): under ASGI, persistent connections are per thread and daphne
+    # runs each request's ORM calls in threads of its own; with 60 s, 20 concurrent clients
+    # left one daphne holding about 60 idle connections (PostgreSQL allows 100 by default),
+    # and Django's docs say to disable them with ASGI. Every other process (Celery workers,
+    # management commands) keeps its connections for DB_CONN_MAX_AGE seconds (default 300,
+    # health-checked before reuse): a worker's threads are few and long-lived, and a new
+    # PostgreSQL connection for each of a job's store calls was most of a short job's time.
+    # See docs/deployment.md, "Database connections".
+    in_server = os.environ.get("A2A_SERVER_PROCESS") == "asgi"
     config = dj_database_url.parse(
         url,
-        conn_max_age=_env_value("DB_CONN_MAX_AGE", 0, int),
+        conn_max_age=_env_value("DB_CONN_MAX_AGE", 0 if in_server else 300, int),
         conn_health_checks=True,
     )
     if config["ENGINE"] == "django.db.backends.postgresql":
@@ -140,7 +142,6 @@ def _database() -> dict[str, Any]:
         # workers: the prefork pool forks processes, and a pool must not cross a fork.
         # project/asgi.py marks the server process; DB_POOL_SIZE=0 turns the pool off.
         pool_size = _env_value("DB_POOL_SIZE", 10, int)
-        in_server = os.environ.get("A2A_SERVER_PROCESS") == "asgi"
         if pool_size and in_server and not config.get("CONN_MAX_AGE"):
             options["pool"] = {"min_size": 2, "max_size": pool_size, "timeout": 10}
     return dict(config)

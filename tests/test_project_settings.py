@@ -120,9 +120,10 @@ def test_database_and_redis_urls_select_postgres_celery_and_channels() -> None:
     settings = project_settings(production_env())
     database = settings["DATABASES"]["default"]
     assert database["ENGINE"] == "django.db.backends.postgresql"
-    # ASGI: no persistent connections (they pile up per thread; docs/deployment.md).
-    assert database["CONN_MAX_AGE"] == 0
+    # Celery workers and commands keep their connections (health-checked before reuse).
+    assert database["CONN_MAX_AGE"] == 300
     assert database["CONN_HEALTH_CHECKS"] is True
+    assert "pool" not in database["OPTIONS"]  # a pool must not cross the prefork fork
     assert database["OPTIONS"]["connect_timeout"] == 5
     layer = settings["CHANNEL_LAYERS"]["default"]
     assert layer["BACKEND"] == "channels_redis.core.RedisChannelLayer"
@@ -134,6 +135,17 @@ def test_database_and_redis_urls_select_postgres_celery_and_channels() -> None:
     assert settings["CELERY_BROKER_URL"] == REDIS_URL
     assert settings["A2A_ENDPOINT"]["EXECUTION_BACKEND"] == "celery"
     assert settings["A2A_ENDPOINT"]["EVENT_BUS"] == "channels"
+
+
+def test_the_asgi_server_pools_connections_instead_of_keeping_them() -> None:
+    """ASGI: no persistent connections (they pile up per thread; docs/deployment.md)."""
+    settings = project_settings(production_env(A2A_SERVER_PROCESS="asgi"))
+    database = settings["DATABASES"]["default"]
+    assert database["CONN_MAX_AGE"] == 0
+    assert database["OPTIONS"]["pool"] == {"min_size": 2, "max_size": 10, "timeout": 10}
+    explicit = project_settings(production_env(A2A_SERVER_PROCESS="asgi", DB_CONN_MAX_AGE="60"))
+    assert explicit["DATABASES"]["default"]["CONN_MAX_AGE"] == 60
+    assert "pool" not in explicit["DATABASES"]["default"]["OPTIONS"]
 
 
 def test_celery_settings_for_leased_agent_jobs() -> None:
