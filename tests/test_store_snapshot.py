@@ -1,0 +1,163 @@
+"""PostgreSQL's one-statement task snapshot gives exactly what the ORM reads give.
+
+``TaskStore.get_task`` and ``snapshot`` read a task on PostgreSQL with one SQL statement
+(row, history window and artifacts aggregated to JSON); ``snapshots`` (ListTasks, and every
+other database) builds the same value from three ORM queries. Every field must agree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from a2a_endpoint import models, types
+from a2a_endpoint.errors import TaskNotFoundError
+from a2a_endpoint.lifecycle import TaskState
+from a2a_endpoint.store import TaskStore
+from a2a_endpoint.testing import user_message
+from tests.service.builders import agent_message
+
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.skipif(
+        connection.vendor != "postgresql", reason="the one-statement read is PostgreSQL's"
+    ),
+]
+
+HISTORY_LENGTHS = [None, 0, 1, 2, 5, 100]
+
+
+def orm_snapshot(task_id: str, history_length: int | None) -> types.Task:
+    row = models.Task.objects.get(pk=task_id)
+    [task] = TaskStore().snapshots([row], history_length=history_length, include_artifacts=True)
+    return task
+
+
+def wire(task: types.Task) -> dict[str, Any]:
+    return msgspec.to_builtins(task)
+
+
+def rich_task(store: TaskStore) -> str:
+    """A task using every stored field: metadata, a status message, artifacts of all kinds."""
+    first = msgspec.convert(
+        user_message("hello", metadata={"n": 1.5, "big": 2**53, "null": None, "s": "é"}),
+        types.Message,
+    )
+    record = store.create_task(
+        owner="user:7",
+        tenant="acme",
+        context_id="ctx-rich",
+        message=first,
+        metadata={"project": {"id": 3, "tags": ["a", "b"]}},
+    )
+    store.update_status(record.id, TaskState.WORKING, agent_message("thinking"))
+    parts = [
+        types.Part(text="plain", metadata={"k": "v"}),
+        types.Part(raw=b"\x00\xffbytes", filename="a.bin", media_type="application/octet-stream"),
+        types.Part(url="https://example.com/f.png", media_type="image/png"),
+        types.Part(data={"rows": [1, 2, {"x": None}]}),
+        types.Part(data=None),
+    ]
+    store.add_artifact(
+        record.id,
+        types.Artifact(
+            artifact_id="full",
+            name="Full",
+            description="every field",
+            parts=parts,
+            metadata={"m": [True, False]},
+            extensions=["https://example.com/ext/v1"],
+        ),
+        append=False,
+        last_chunk=False,
+    )
+    store.add_artifact(
+        record.id,
+        types.Artifact(artifact_id="full", parts=[types.Part(text=" more")]),
+        append=True,
+        last_chunk=True,
+    )
+    store.add_artifact(
+        record.id,
+        types.Artifact(artifact_id="bare", parts=[types.Part(text="x")]),
+        append=False,
+        last_chunk=True,
+    )
+    for n in range(3):
+        store.update_status(record.id, TaskState.WORKING, agent_message(f"step {n}"))
+    store.update_status(record.id, TaskState.INPUT_REQUIRED, agent_message("which one?"))
+    return record.id
+
+
+@pytest.mark.parametrize("history_length", HISTORY_LENGTHS)
+def test_get_task_equals_the_orm_snapshot(history_length):
+    store = TaskStore()
+    task_id = rich_task(store)
+    task = store.get_task(task_id, "user:7", "acme", history_length=history_length)
+    assert wire(task) == wire(orm_snapshot(task_id, history_length))
+    assert msgspec.json.encode(task) == msgspec.json.encode(orm_snapshot(task_id, history_length))
+
+
+@pytest.mark.parametrize("history_length", HISTORY_LENGTHS)
+def test_a_bare_task_equals_the_orm_snapshot(history_length):
+    store = TaskStore()
+    record = store.create_task(
+        owner="anonymous",
+        tenant="",
+        context_id="ctx",
+        message=msgspec.convert(user_message("hi"), types.Message),
+    )
+    task = store.get_task(record.id, "anonymous", "", history_length=history_length)
+    assert wire(task) == wire(orm_snapshot(record.id, history_length))
+    assert task.artifacts == []
+    assert task.status.state is TaskState.SUBMITTED
+    assert task.metadata is None
+
+
+def test_the_history_window_is_the_newest_messages():
+    store = TaskStore()
+    task_id = rich_task(store)
+    texts = [m.parts[0].text for m in store.get_task(task_id, "user:7", "acme").history]
+    assert texts == ["hello", "thinking", "step 0", "step 1", "step 2", "which one?"]
+    tail = store.get_task(task_id, "user:7", "acme", history_length=2).history
+    assert [m.parts[0].text for m in tail] == ["step 2", "which one?"]
+    assert store.get_task(task_id, "user:7", "acme", history_length=0).history == []
+
+
+def test_snapshot_returns_the_seq_of_the_row_in_one_statement():
+    store = TaskStore()
+    task_id = rich_task(store)
+    with CaptureQueriesContext(connection) as queries:
+        task, seq = store.snapshot(task_id, "user:7", "acme", history_length=3)
+    assert len(queries) == 1  # one statement: one consistent view, no transaction needed
+    assert seq == models.Task.objects.get(pk=task_id).seq
+    assert wire(task) == wire(orm_snapshot(task_id, 3))
+
+
+@pytest.mark.parametrize(
+    ("owner", "tenant"), [("user:8", "acme"), ("user:7", ""), ("anonymous", "acme")]
+)
+def test_another_callers_task_is_not_found(owner, tenant):
+    store = TaskStore()
+    task_id = rich_task(store)
+    with pytest.raises(TaskNotFoundError):
+        store.get_task(task_id, owner, tenant)
+    with pytest.raises(TaskNotFoundError):
+        store.snapshot(task_id, owner, tenant)
+
+
+@pytest.mark.parametrize("task_id", ["4b7c1b6e-0000-4000-8000-000000000000", "not-a-uuid", ""])
+def test_unknown_task_ids_are_not_found(task_id):
+    with pytest.raises(TaskNotFoundError):
+        TaskStore().get_task(task_id, "anonymous", "")
+
+
+def test_the_id_is_spelled_canonically():
+    store = TaskStore()
+    task_id = rich_task(store)
+    task = store.get_task(task_id.upper(), "user:7", "acme")
+    assert task.id == task_id
