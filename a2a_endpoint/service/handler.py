@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,7 +74,7 @@ class RequestHandler:
     ) -> types.SendMessageResponse:
         config = self._configuration(params)
         tenant = params.tenant or caller.tenant
-        task_id = await self._target(params, caller, tenant)
+        task_id = self._target(params)
         # Subscribe before anything runs, so no update of the job can slip past the wait.
         async with self.bus.subscribe(task_id) as updates:
             start = await _db(self._start)(task_id, params, caller, tenant)
@@ -94,21 +94,16 @@ class RequestHandler:
             raise PushNotificationNotSupportedError()
         return config
 
-    async def _target(
-        self,
-        params: types.SendMessageRequest,
-        caller: types.Caller,
-        tenant: str,
-        run: Callable[[Any], Any] = _db,
-    ) -> str:
-        """The task this message goes to: its taskId, the task it already started, or new."""
+    @staticmethod
+    def _target(params: types.SendMessageRequest) -> str:
+        """The task this message goes to: its taskId, else the id of a new task.
+
+        A retried send (a messageId that already started a task) is found by ``_start``,
+        which then answers with that task instead.
+        """
         if params.message.task_id:
             return canonical_task_id(params.message.task_id)
-        # A retried send (same messageId) finds its task and is not run twice.
-        started = await run(self.store.task_for_message)(
-            caller.owner, tenant, params.message.message_id
-        )
-        return started or str(uuid.uuid4())
+        return str(uuid.uuid4())
 
     def _start(
         self,
@@ -122,8 +117,10 @@ class RequestHandler:
         """Continue or create the task; a stream also needs the new task's first snapshot."""
         if params.message.task_id:
             return _Start(self._continue(task_id, params, caller, tenant).id)
-        if self.store.load(task_id) is not None:
-            return _Start(task_id, retried=True)
+        # A retried send (same messageId) finds its task and is not run twice.
+        started = self.store.task_for_message(caller.owner, tenant, params.message.message_id)
+        if started is not None:
+            return _Start(started, retried=True)
         with transaction.atomic():
             record = self._create(task_id, params, caller, tenant)
             if record.id != task_id:  # a concurrent send of this message stored it first
@@ -139,7 +136,8 @@ class RequestHandler:
         self, task_id: str, params: types.SendMessageRequest, caller: types.Caller, tenant: str
     ) -> TaskRecord:
         context_id = params.message.context_id or str(uuid.uuid4())
-        with transaction.atomic():
+        # No savepoint of its own: create_task has one, and _start's transaction is around.
+        with transaction.atomic(savepoint=False):
             record = self.store.create_task(
                 task_id=task_id,
                 owner=caller.owner,
@@ -207,7 +205,7 @@ class RequestHandler:
         self._check_streaming()
         config = self._configuration(params)
         tenant = params.tenant or caller.tenant
-        task_id = await self._target(params, caller, tenant, in_thread)
+        task_id = self._target(params)
         start = await in_thread(self._start)(
             task_id, params, caller, tenant, stream=True, history_length=config.history_length
         )
