@@ -31,6 +31,8 @@ def counting() -> Iterator[list[str]]:
     def execute(self: Any, sql: str, *args: Any, **kwargs: Any) -> Any:
         with lock:
             seen.append(sql.split(" ", 1)[0].upper())
+            if os.environ.get("BENCH_QUERIES_SQL"):
+                print("   ", sql[:160])
         return original(self, sql, *args, **kwargs)
 
     utils.CursorWrapper._execute = execute  # type: ignore[method-assign]

@@ -504,6 +504,14 @@ def sections(results: dict) -> list[str]:
         "GetTask ours-prod / ceiling-daphne",
         round_ratios(results, "get_task", OURS, "ceiling-daphne"),
     )
+    lines += _ratio_line(
+        "GetTask ours-prod / ceiling-django (Django's handler and middleware, no A2A work)",
+        round_ratios(results, "get_task", OURS, "ceiling-django"),
+    )
+    lines += _ratio_line(
+        "ceiling-django / sdk-sql GetTask",
+        round_ratios(results, "get_task", "ceiling-django", REFERENCE),
+    )
     for scenario in ("send_blocking", "stream"):
         if per_target(results, scenario):
             lines += [f"## {TITLES[scenario]}", "", *latency_table(results, scenario), ""]

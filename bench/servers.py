@@ -38,6 +38,7 @@ ALL_TARGETS = (
     "sdk-sql",
     "ours-embedded",
     "sdk-memory",
+    "ceiling-django",
     "ceiling-daphne",
     "ceiling-uvicorn",
 )
@@ -46,6 +47,7 @@ KINDS = {
     "ours-embedded": "ours",
     "sdk-sql": "sdk",
     "sdk-memory": "sdk",
+    "ceiling-django": "ceiling",
     "ceiling-daphne": "ceiling",
     "ceiling-uvicorn": "ceiling",
 }
@@ -57,6 +59,8 @@ DESCRIPTIONS = {
     "sdk-sql": "a2a-sdk 1.3.0 reference (Starlette JSON-RPC, DefaultRequestHandler, "
     "DatabaseTaskStore on the same PostgreSQL via asyncpg) under uvicorn",
     "sdk-memory": "a2a-sdk 1.3.0 reference with InMemoryTaskStore under uvicorn",
+    "ceiling-django": "constant JSON-RPC response from an async Django view behind the "
+    "sample project's settings and middleware (as ours-prod), under daphne",
     "ceiling-daphne": "constant JSON-RPC response, raw ASGI app, under daphne",
     "ceiling-uvicorn": "constant JSON-RPC response, raw ASGI app, under uvicorn",
 }
@@ -316,6 +320,11 @@ def build_target(name: str, services: Services, workdir: Path) -> Target:
         env["BENCH_BASE_URL"] = f"http://127.0.0.1:{port}"
         process.env = env
         return Target(name, process, port, [], database_url)
+    if name == "ceiling-django":
+        env = ours_env(services, services.create_database("ceiling"), log_dir, name)
+        env["DJANGO_SETTINGS_MODULE"] = "bench.ceiling_django"
+        web = _daphne(name, "project.asgi:application", env, log_dir, "/")
+        return Target(name, web, web.port)
     if name == "ceiling-daphne":
         web = _daphne(name, "bench.ceiling:application", _clean_environ(), log_dir, "/")
         return Target(name, web, web.port)
