@@ -161,3 +161,47 @@ def test_the_id_is_spelled_canonically():
     task_id = rich_task(store)
     task = store.get_task(task_id.upper(), "user:7", "acme")
     assert task.id == task_id
+
+
+@pytest.mark.parametrize("include_artifacts", [False, True])
+@pytest.mark.parametrize("history_length", HISTORY_LENGTHS)
+def test_list_tasks_pages_equal_the_orm_snapshots(history_length, include_artifacts):
+    """ListTasks reads each page's lists in the page query; the ORM path agrees task by task."""
+    store = TaskStore()
+    ids = {rich_task(store) for _ in range(3)}
+    for n in range(3):
+        record = store.create_task(
+            owner="user:7",
+            tenant="acme",
+            context_id=f"ctx-{n}",
+            message=msgspec.convert(user_message(f"bare {n}"), types.Message),
+        )
+        ids.add(record.id)
+    request = types.ListTasksRequest(
+        page_size=4, history_length=history_length, include_artifacts=include_artifacts
+    )
+    first = store.list_tasks("user:7", "acme", request)
+    second = store.list_tasks(
+        "user:7", "acme", msgspec.structs.replace(request, page_token=first.next_page_token)
+    )
+    assert first.total_size == second.total_size == 6
+    listed = [*first.tasks, *second.tasks]
+    assert {task.id for task in listed} == ids
+    rows = {str(row.id): row for row in models.Task.objects.filter(pk__in=ids)}
+    for task in listed:
+        [expected] = TaskStore().snapshots(
+            [rows[task.id]], history_length=history_length, include_artifacts=include_artifacts
+        )
+        assert wire(task) == wire(expected)
+    assert any(task.artifacts for task in listed) is include_artifacts
+
+
+def test_a_list_page_is_two_queries_whatever_its_size():
+    store = TaskStore()
+    for _ in range(5):
+        rich_task(store)
+    request = types.ListTasksRequest(page_size=50, include_artifacts=True)
+    with CaptureQueriesContext(connection) as queries:
+        page = store.list_tasks("user:7", "acme", request)
+    assert len(page.tasks) == 5
+    assert len(queries) == 2  # the page with its lists, and totalSize
