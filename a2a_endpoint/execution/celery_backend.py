@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 try:
@@ -35,6 +36,8 @@ STOP_JOB = "a2a_endpoint.stop_canceled_job"
 RECOVER = "a2a_endpoint.recover_lost_jobs"
 #: Seconds a finished job waits for its leftover tasks (leaving channel-layer groups).
 LEFTOVER_TIMEOUT = 5.0
+#: Threads of a job loop: a sync agent, the heartbeat's and the updater's store calls.
+JOB_THREADS = 4
 
 
 def _queue() -> dict[str, Any]:
@@ -70,6 +73,10 @@ def _job_loop() -> asyncio.AbstractEventLoop:
     loop: asyncio.AbstractEventLoop | None = getattr(_loops, "loop", None)
     if loop is None or loop.is_closed():
         loop = _loops.loop = asyncio.new_event_loop()
+        # The job's store calls and its sync agent run in these threads, each keeping a
+        # database connection for CONN_MAX_AGE: a small pool bounds the worker's connections
+        # (asyncio's default pool has up to 32 threads on a big host).
+        loop.set_default_executor(ThreadPoolExecutor(JOB_THREADS, thread_name_prefix="a2a-job"))
     return loop
 
 
