@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 from django.test import override_settings
@@ -38,11 +39,37 @@ async def test_cancelling_a_wait_is_not_lost_when_an_event_lands_at_once():
     async with bus.subscribe(TASK) as updates:
         waiting = asyncio.create_task(updates.get_until(loop.time() + DEADLINE))
         await asyncio.sleep(0)  # now waiting for the queue
-        bus.publish(EVENT)  # delivered at the next loop turn...
-        await asyncio.sleep(0)  # ...which has just run: the waiter is about to wake
-        waiting.cancel()
+        bus.publish(EVENT)  # on the subscriber's loop: delivered at once, the waiter is
+        waiting.cancel()  # about to wake when the cancellation lands
         with pytest.raises(asyncio.CancelledError):
             await waiting
+        assert await updates.get_until(loop.time() + DEADLINE) is EVENT  # not lost either
+
+
+async def test_publishing_on_the_subscribers_loop_puts_directly(monkeypatch):
+    """The channel-layer reader publishes on the streams' loop: no self-pipe write per stream;
+    from another thread, one scheduled delivery per loop, whatever the number of streams."""
+    bus = InMemoryEventBus()
+    loop = asyncio.get_running_loop()
+    scheduled = []
+    original = loop.call_soon_threadsafe
+
+    def counting(callback, *args, **kwargs):
+        scheduled.append(callback)
+        return original(callback, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "call_soon_threadsafe", counting)
+    async with contextlib.AsyncExitStack() as stack:
+        streams = [await stack.enter_async_context(bus.subscribe(TASK)) for _ in range(100)]
+        bus.publish(StoredEvent(TASK, 1, TaskState.WORKING, {}))
+        assert scheduled == []
+        assert all(stream.queue.qsize() == 1 for stream in streams)
+        await asyncio.to_thread(bus.publish, StoredEvent(TASK, 2, TaskState.WORKING, {}))
+        # to_thread's own completion is scheduled the same way: count only deliveries.
+        assert [callback.__name__ for callback in scheduled].count("_deliver") == 1
+        for stream in streams:
+            got = [await stream.get_until(loop.time() + DEADLINE) for _ in range(2)]
+            assert [event.seq for event in got] == [1, 2]
 
 
 async def test_leaving_the_group_while_a_message_lands_stops_the_reader():
