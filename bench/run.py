@@ -52,7 +52,9 @@ APPLICABLE = {
         "sdk-memory",
     },
     "stream": {"ours-prod", "ours-embedded", "sdk-sql", "sdk-memory"},
-    "fanout": {"ours-prod", "ours-embedded", "sdk-sql"},
+    # The ceilings broadcast with no application work: the floor of the measurement itself
+    # (the load generator reading 1,000 streams on one core included).
+    "fanout": {"ours-prod", "ours-embedded", "sdk-sql", "ceiling-daphne", "ceiling-uvicorn"},
 }
 ROUND_SCENARIOS = (
     "get_task",
