@@ -43,3 +43,8 @@ LOGGING = {
         name: {**logger, "level": "WARNING"} for name, logger in PROJECT_LOGGING["loggers"].items()
     },
 }
+
+if os.environ.get("BENCH_TRACE"):  # python -m bench.trace: timed steps of each request
+    from bench.tracing import connect
+
+    connect(os.environ["BENCH_TRACE"])
