@@ -166,10 +166,7 @@ class TaskStore:
         """
         if connection.vendor == "postgresql":
             return self._snapshot_in_one_query(task_id, owner, tenant, history_length)
-        with transaction.atomic():
-            if connection.vendor == "postgresql":
-                with connection.cursor() as cursor:
-                    cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        with transaction.atomic():  # SQLite: one transaction is one snapshot
             task = self._visible(task_id, owner, tenant)
             snapshot = self.snapshots(
                 [task], history_length=history_length, include_artifacts=True

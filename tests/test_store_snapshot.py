@@ -205,3 +205,25 @@ def test_a_list_page_is_two_queries_whatever_its_size():
         page = store.list_tasks("user:7", "acme", request)
     assert len(page.tasks) == 5
     assert len(queries) == 2  # the page with its lists, and totalSize
+
+
+@pytest.mark.parametrize("history_length", [None, 0, 2])
+def test_other_databases_read_the_same_values_through_the_orm(monkeypatch, history_length):
+    """SQLite and the rest take the ORM path of get_task, snapshot and list_tasks."""
+    store = TaskStore()
+    task_id = rich_task(store)
+    request = types.ListTasksRequest(history_length=history_length, include_artifacts=True)
+    one_statement = (
+        store.get_task(task_id, "user:7", "acme", history_length=history_length),
+        store.snapshot(task_id, "user:7", "acme", history_length=history_length),
+        store.list_tasks("user:7", "acme", request),
+    )
+    monkeypatch.setattr(connection, "vendor", "sqlite")
+    with CaptureQueriesContext(connection) as queries:
+        through_orm = (
+            store.get_task(task_id, "user:7", "acme", history_length=history_length),
+            store.snapshot(task_id, "user:7", "acme", history_length=history_length),
+            store.list_tasks("user:7", "acme", request),
+        )
+    assert len(queries) > 3 + 1 + 2  # the ORM path ran: 3 + 3 (in a transaction) + 4
+    assert msgspec.to_builtins(through_orm) == msgspec.to_builtins(one_statement)
