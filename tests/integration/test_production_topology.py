@@ -28,6 +28,7 @@ import redis
 
 from a2a_endpoint.testing import user_message
 from tests.integration.servers import run_django
+from tests.integration.sse import Frame, sse_frames
 from tests.integration.topology import (
     A2A_HEADERS,
     BLOCKING_TIMEOUT,
@@ -38,7 +39,6 @@ from tests.integration.topology import (
     STEADY_JOB_LEASE,
     TERMINAL,
     CeleryWorker,
-    Frame,
     Run,
     Topology,
     celery_client,
@@ -47,7 +47,6 @@ from tests.integration.topology import (
     result,
     rpc,
     send_params,
-    sse_frames,
     subscribe_request,
     topology_env,
 )

@@ -30,6 +30,7 @@ import redis
 from a2a_endpoint.streaming.bus import group_name
 from a2a_endpoint.testing import jsonrpc_request, user_message
 from tests.integration.servers import DaphneServer, django_env, run_django
+from tests.integration.sse import Frame, sse_frames
 
 pytestmark = pytest.mark.integration
 
@@ -133,15 +134,6 @@ def gate(tmp_path: Path) -> Path:
 
 
 @dataclass
-class Frame:
-    """One SSE event: its ``id:`` (the task event seq), its JSON-RPC response, when it came."""
-
-    seq: int | None
-    data: dict[str, Any]
-    received: float  # time.time(), comparable with the server's timestamps (same machine)
-
-
-@dataclass
 class Stream:
     """What one subscriber received; ``opened`` is set at its first event (the snapshot)."""
 
@@ -154,24 +146,6 @@ class Stream:
     def events(self) -> list[tuple[int | None, dict[str, Any]]]:
         """(seq, StreamResponse) of every frame after the snapshot."""
         return [(frame.seq, frame.data["result"]) for frame in self.frames[1:]]
-
-
-async def sse_frames(response: httpx.Response) -> AsyncIterator[Frame]:
-    """The SSE events of a response body as they arrive (comments are skipped)."""
-    seq: int | None = None
-    data: list[str] = []
-    async for line in response.aiter_lines():
-        if not line:
-            if data:
-                yield Frame(seq, json.loads("\n".join(data)), time.time())
-            seq, data = None, []
-        elif not line.startswith(":"):
-            name, _, value = line.partition(":")
-            value = value.removeprefix(" ")
-            if name == "id":
-                seq = int(value)
-            elif name == "data":
-                data.append(value)
 
 
 def rpc_body(method: str, params: dict[str, Any], request_id: int = 1) -> dict[str, Any]:
@@ -202,7 +176,7 @@ async def follow(
         assert response.status_code == 200
         content_type = response.headers["content-type"]
         assert content_type.startswith("text/event-stream"), await response.aread()
-        async for frame in sse_frames(response):
+        async for frame in sse_frames(response, clock=time.time):
             stream.frames.append(frame)
             stream.opened.set()
     stream.closed_by_server = True

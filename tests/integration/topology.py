@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -491,33 +491,6 @@ class Topology:
 
 
 # --- the wire -------------------------------------------------------------------------------
-
-
-@dataclass
-class Frame:
-    """One SSE event: its ``id:`` (the task event seq) and its JSON-RPC response."""
-
-    seq: int | None
-    data: dict[str, Any]
-    received: float  # time.monotonic()
-
-
-async def sse_frames(response: httpx.Response) -> AsyncIterator[Frame]:
-    """The SSE events of a response body as they arrive (comments are skipped)."""
-    seq: int | None = None
-    data: list[str] = []
-    async for line in response.aiter_lines():
-        if not line:
-            if data:
-                yield Frame(seq, json.loads("\n".join(data)), time.monotonic())
-            seq, data = None, []
-        elif not line.startswith(":"):
-            name, _, value = line.partition(":")
-            value = value.removeprefix(" ")
-            if name == "id":
-                seq = int(value)
-            elif name == "data":
-                data.append(value)
 
 
 async def rpc(
