@@ -263,7 +263,8 @@ class TaskStore:
         if request.page_token:
             page = page.after_cursor(*_read_cursor(request.page_token))
         include_artifacts = bool(request.include_artifacts)
-        if connection.vendor == "postgresql":
+        one_query = connection.vendor == "postgresql"
+        if one_query:
             # Each row comes with its history window and artifacts as JSON: one query for the
             # page instead of three (and no ORM filter per row's history window).
             history, artifacts = _lists_sql(connection.ops.quote_name(models.Task._meta.db_table))
@@ -273,7 +274,7 @@ class TaskStore:
         rows = list(page[: page_size + 1])
         has_more = len(rows) > page_size
         rows = rows[:page_size]
-        if connection.vendor == "postgresql":
+        if one_query:
             tasks = [
                 _with_lists(
                     id=str(row.id),
@@ -565,7 +566,8 @@ class TaskStore:
         as ``snapshots`` (tests/test_store_snapshot.py compares the two).
         """
         with connection.cursor() as cursor:
-            cursor.execute(_snapshot_sql(), [history_length, _parse_uuid(task_id), owner, tenant])
+            key = _parse_uuid(task_id)
+            cursor.execute(_snapshot_sql(), [history_length, key, owner, tenant])
             row = cursor.fetchone()
         if row is None:
             # A task that exists but belongs to someone else is "not found" too (A2A §3.3.2).
@@ -577,7 +579,7 @@ class TaskStore:
             timestamp=types.format_timestamp(timestamp.astimezone(UTC)),
         )
         task = _with_lists(
-            id=str(_parse_uuid(task_id)),
+            id=str(key),
             context_id=context_id,
             status=status,
             metadata=msgspec.json.decode(metadata) if metadata is not None else None,
