@@ -259,6 +259,15 @@ class RequestHandler:
                     yield first
             yield item
 
+    async def _snapshot_event(
+        self, task_id: str, owner: str, tenant: str, history_length: int | None = None
+    ) -> StoredEvent:
+        """The Task snapshot a stream starts with (A2A §3.1.6), as the event it stands for."""
+        task, seq = await in_thread(self.store.snapshot)(
+            task_id, owner, tenant, history_length=history_length
+        )
+        return StoredEvent(task_id, seq, task.status.state, {"task": task})
+
     async def _task_events(
         self,
         task_id: str,
@@ -269,14 +278,13 @@ class RequestHandler:
         history_length: int | None = None,
     ) -> AsyncIterator[StreamItem]:
         """The Task snapshot first (A2A §3.1.6), then every later event until ``stop``."""
-        task, seq = await in_thread(self.store.snapshot)(
-            task_id, owner, tenant, history_length=history_length
-        )
-        first = StoredEvent(task_id, seq, task.status.state, {"task": task})
+        first = await self._snapshot_event(task_id, owner, tenant, history_length)
         yield first
         if stop(first):
             return
-        events = follow_events(self.store, updates, last=seq, stop=stop, keepalive=_keepalive())
+        events = follow_events(
+            self.store, updates, last=first.seq, stop=stop, keepalive=_keepalive()
+        )
         async for item in events:
             yield item
 
@@ -306,18 +314,24 @@ class RequestHandler:
     async def _subscription(
         self, task_id: str, owner: str, tenant: str, resume_after: int | None
     ) -> AsyncIterator[StreamItem]:
+        # One generator between the bus and the transport, not two: a thousand streams of a
+        # task each resume every layer for every event.
         async with self.bus.subscribe(task_id) as updates:
-            if resume_after is None:
-                events = self._task_events(task_id, owner, tenant, updates, at_terminal)
-            else:
-                events = follow_events(
-                    self.store,
-                    updates,
-                    last=resume_after,
-                    stop=at_terminal,
-                    keepalive=_keepalive(),
-                    backlog=True,
-                )
+            last = resume_after
+            if last is None:
+                first = await self._snapshot_event(task_id, owner, tenant)
+                yield first
+                if at_terminal(first):
+                    return
+                last = first.seq
+            events = follow_events(
+                self.store,
+                updates,
+                last=last,
+                stop=at_terminal,
+                keepalive=_keepalive(),
+                backlog=resume_after is not None,
+            )
             async for item in events:
                 yield item
 

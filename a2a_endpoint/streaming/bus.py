@@ -8,6 +8,7 @@ imported only here.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import threading
@@ -59,23 +60,70 @@ class EventBus(ABC):
 
 
 class _QueueSubscription(Subscription):
+    """Events of one task for one consumer (a stream, a blocking send), on one event loop.
+
+    A deque and a future, not an ``asyncio.Queue`` with ``asyncio.timeout_at``: an event
+    reaches 1,000 streams of a task at once, and the timer armed and cancelled around every
+    wait was a third of a stream's work per event. The keep-alive deadline moves on with
+    each event, so one timer serves many waits: it is re-armed only when it fires early.
+    """
+
     def __init__(self, task_id: str) -> None:
         self.task_id = task_id
         self.loop = asyncio.get_running_loop()
-        self.queue: asyncio.Queue[StoredEvent] = asyncio.Queue()
+        self.events: collections.deque[StoredEvent] = collections.deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    def put(self, event: StoredEvent) -> None:
+        """Deliver ``event`` (on the subscription's loop)."""
+        self.events.append(event)
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._wake()  # the waiter looks at the clock: this timer may be older than its wait
+
+    async def _wait(self) -> None:
+        # The event stays in ``events`` until taken: a wait cancelled as an event lands
+        # (a client going away) loses nothing.
+        waiter = self._waiter = self.loop.create_future()
+        try:
+            await waiter
+        finally:
+            self._waiter = None
 
     async def get(self) -> StoredEvent:
-        return await self.queue.get()
+        while not self.events:
+            await self._wait()
+        return self.events.popleft()
 
     async def get_until(self, deadline: float) -> StoredEvent | None:
-        if not self.queue.empty():  # no timer to arm for an event that is already here
-            return self.queue.get_nowait()
-        return await super().get_until(deadline)
+        while not self.events:
+            if deadline <= self.loop.time():
+                return None
+            timer = self._timer
+            if timer is None or timer.when() > deadline:
+                if timer is not None:
+                    timer.cancel()
+                self._timer = self.loop.call_at(deadline, self._on_timer)
+            await self._wait()
+        return self.events.popleft()
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
 
 def _deliver(subscribers: list[_QueueSubscription], event: StoredEvent) -> None:
     for subscriber in subscribers:
-        subscriber.queue.put_nowait(event)
+        subscriber.put(event)
 
 
 class InMemoryEventBus(EventBus):
@@ -114,6 +162,7 @@ class InMemoryEventBus(EventBus):
         try:
             yield subscription
         finally:
+            subscription.close()
             with self._lock:
                 members = self._subscribers.get(task_id)
                 if members is not None:

@@ -46,6 +46,71 @@ async def test_cancelling_a_wait_is_not_lost_when_an_event_lands_at_once():
         assert await updates.get_until(loop.time() + DEADLINE) is EVENT  # not lost either
 
 
+async def test_a_busy_stream_arms_one_keepalive_timer_not_one_per_event(monkeypatch):
+    """1,000 streams take each event: a timer armed and cancelled around every wait was a
+    third of their work. The keep-alive deadline only moves on, so one timer serves."""
+    bus = InMemoryEventBus()
+    loop = asyncio.get_running_loop()
+    armed = []
+    original = loop.call_at
+
+    def counting(when, callback, *args, **kwargs):
+        armed.append(when)
+        return original(when, callback, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "call_at", counting)
+    async with bus.subscribe(TASK) as updates:
+        for seq in range(1, 51):
+            waiting = asyncio.create_task(updates.get_until(loop.time() + DEADLINE))
+            await asyncio.sleep(0)  # waiting on the subscription, its timer armed
+            bus.publish(StoredEvent(TASK, seq, TaskState.WORKING, {}))
+            assert (await waiting).seq == seq
+        assert len(armed) == 1
+    assert updates._timer is None  # leaving cancels it: no timer outlives its stream
+
+
+async def test_a_keepalive_timer_older_than_the_wait_does_not_end_it_early():
+    bus = InMemoryEventBus()
+    loop = asyncio.get_running_loop()
+    async with bus.subscribe(TASK) as updates:
+        waiting = asyncio.create_task(updates.get_until(loop.time() + 0.05))
+        await asyncio.sleep(0)
+        bus.publish(EVENT)
+        assert await waiting is EVENT  # its timer stays armed for the next wait
+        deadline = loop.time() + 0.2
+        assert await updates.get_until(deadline) is None  # woken at 0.05: waits on
+        assert loop.time() >= deadline
+        # A later event still ends a wait that was re-armed that way.
+        waiting = asyncio.create_task(updates.get_until(loop.time() + DEADLINE))
+        await asyncio.sleep(0.06)  # past the first deadline: re-armed by now
+        bus.publish(EVENT)
+        assert await waiting is EVENT
+
+
+async def test_an_earlier_deadline_rearms_the_timer():
+    bus = InMemoryEventBus()
+    loop = asyncio.get_running_loop()
+    async with bus.subscribe(TASK) as updates:
+        waiting = asyncio.create_task(updates.get_until(loop.time() + DEADLINE))
+        await asyncio.sleep(0)
+        bus.publish(EVENT)
+        assert await waiting is EVENT  # a timer armed DEADLINE ahead is left behind
+        began = loop.time()
+        assert await asyncio.wait_for(updates.get_until(began + 0.01), DEADLINE / 2) is None
+        assert loop.time() - began < DEADLINE / 2
+
+
+async def test_get_waits_without_a_deadline():
+    bus = InMemoryEventBus()
+    async with bus.subscribe(TASK) as updates:
+        waiting = asyncio.create_task(updates.get())
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        await asyncio.to_thread(bus.publish, EVENT)  # from another thread, as a worker does
+        assert await asyncio.wait_for(waiting, DEADLINE) is EVENT
+        assert updates._timer is None
+
+
 async def test_publishing_on_the_subscribers_loop_puts_directly(monkeypatch):
     """The channel-layer reader publishes on the streams' loop: no self-pipe write per stream;
     from another thread, one scheduled delivery per loop, whatever the number of streams."""
@@ -63,7 +128,7 @@ async def test_publishing_on_the_subscribers_loop_puts_directly(monkeypatch):
         streams = [await stack.enter_async_context(bus.subscribe(TASK)) for _ in range(100)]
         bus.publish(StoredEvent(TASK, 1, TaskState.WORKING, {}))
         assert scheduled == []
-        assert all(stream.queue.qsize() == 1 for stream in streams)
+        assert all(len(stream.events) == 1 for stream in streams)
         await asyncio.to_thread(bus.publish, StoredEvent(TASK, 2, TaskState.WORKING, {}))
         # to_thread's own completion is scheduled the same way: count only deliveries.
         assert [callback.__name__ for callback in scheduled].count("_deliver") == 1
