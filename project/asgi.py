@@ -1,7 +1,9 @@
 """ASGI entry point of the sample project (``daphne project.asgi:application``)."""
 
+import gc
 import os
 
+from django.conf import settings
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
@@ -9,3 +11,11 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 os.environ["A2A_SERVER_PROCESS"] = "asgi"
 
 application = get_asgi_application()
+
+# Fewer, later garbage collections in this process; then what Django loaded at start-up
+# (apps, models, admin) is frozen out of every later collection. See project/settings.py and
+# docs/deployment.md, "Garbage collection".
+thresholds = getattr(settings, "SERVER_GC_THRESHOLDS", None)  # None: Python's own
+if thresholds is not None:
+    gc.set_threshold(*thresholds)
+gc.freeze()

@@ -148,6 +148,30 @@ def _database() -> dict[str, Any]:
 
 
 DATABASES = {"default": _database()}
+
+
+def _gc_thresholds() -> tuple[int, ...] | None:
+    """``SERVER_GC_THRESHOLDS``: the ASGI server's ``gc.set_threshold``; ``python``: Python's."""
+    value = os.environ.get("SERVER_GC_THRESHOLDS", "20000,10,10").strip()
+    if value.lower() == "python":
+        return None
+    try:
+        thresholds = tuple(int(part) for part in value.split(","))
+    except ValueError:
+        thresholds = ()
+    if not 1 <= len(thresholds) <= 3 or min(thresholds) < 0:
+        raise ImproperlyConfigured(
+            f"SERVER_GC_THRESHOLDS={value!r} must be 1 to 3 non-negative integers "
+            "(gc.set_threshold) or 'python'."
+        )
+    return thresholds
+
+
+# Applied by project/asgi.py to the server process only (docs/deployment.md, "Garbage
+# collection"): open SSE streams keep hundreds of thousands of objects alive there, and with
+# Python's default thresholds (700, 10, 10) a full collection over all of them (about 200 ms
+# with 1,000 streams on the benchmark machine) ran every few updates, stalling every stream.
+SERVER_GC_THRESHOLDS = _gc_thresholds()
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -43,7 +43,7 @@ names = [
     "SESSION_COOKIE_SECURE", "CELERY_BROKER_URL", "CELERY_TASK_ACKS_LATE",
     "CELERY_TASK_REJECT_ON_WORKER_LOST", "CELERY_WORKER_PREFETCH_MULTIPLIER",
     "CELERY_BROKER_TRANSPORT_OPTIONS", "CELERY_TASK_IGNORE_RESULT",
-    "CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP",
+    "CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP", "SERVER_GC_THRESHOLDS",
 ]
 print(json.dumps({name: getattr(settings, name, None) for name in names}, default=str))
 """
@@ -54,7 +54,7 @@ def clean_env(**values: str) -> dict[str, str]:
     env = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith(("DJANGO_", "A2A_", "DB_", "CELERY_", "DEMO_"))
+        if not key.startswith(("DJANGO_", "A2A_", "DB_", "CELERY_", "DEMO_", "SERVER_"))
         and key not in {"DATABASE_URL", "REDIS_URL"}
     }
     return {**env, "DJANGO_SETTINGS_MODULE": "project.settings", **values}
@@ -148,6 +148,39 @@ def test_the_asgi_server_pools_connections_instead_of_keeping_them() -> None:
     assert "pool" not in explicit["DATABASES"]["default"]["OPTIONS"]
 
 
+GC_OF_THE_ASGI_PROCESS = """
+import gc, json
+import project.asgi
+print(json.dumps({"thresholds": gc.get_threshold(), "frozen": gc.get_freeze_count()}))
+"""
+
+
+def asgi_gc(env: dict[str, str]) -> dict[str, Any]:
+    result = run(["-c", GC_OF_THE_ASGI_PROCESS], env)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_the_asgi_server_collects_garbage_less_often_and_freezes_start_up_objects() -> None:
+    """1,000 open streams: Python's default thresholds ran a 200 ms full collection every few
+    updates (docs/deployment.md, "Garbage collection")."""
+    default = asgi_gc(clean_env())
+    assert default["thresholds"] == [20000, 10, 10]
+    assert default["frozen"] > 10_000  # Django's apps, models and admin, loaded at start-up
+    assert asgi_gc(clean_env(SERVER_GC_THRESHOLDS="5000"))["thresholds"][0] == 5000
+    python = run(["-c", "import gc, json; print(json.dumps(gc.get_threshold()))"], clean_env())
+    kept = asgi_gc(clean_env(SERVER_GC_THRESHOLDS="python"))["thresholds"]
+    assert kept == json.loads(python.stdout)
+    # Only the server process: a Celery worker or a command importing the settings keeps
+    # Python's thresholds.
+    assert project_settings(clean_env())["SERVER_GC_THRESHOLDS"] == [20000, 10, 10]
+    worker = run(
+        ["-c", "import django, gc, json; django.setup(); print(json.dumps(gc.get_threshold()))"],
+        clean_env(),
+    )
+    assert json.loads(worker.stdout) == json.loads(python.stdout)
+
+
 def test_celery_settings_for_leased_agent_jobs() -> None:
     settings = project_settings(production_env(CELERY_VISIBILITY_TIMEOUT="7200"))
     assert settings["CELERY_TASK_ACKS_LATE"] is True
@@ -219,6 +252,9 @@ def test_no_override_keeps_the_app_defaults() -> None:
         ({"A2A_JOB_LEASE": "soon"}, "A2A_JOB_LEASE='soon' is not a valid float."),
         ({"DB_CONN_MAX_AGE": "1.5", "DATABASE_URL": POSTGRES_URL}, "DB_CONN_MAX_AGE='1.5'"),
         ({"A2A_LOST_JOB_POLICY": "ignore"}, "A2A_LOST_JOB_POLICY must be 'retry' or 'fail'."),
+        ({"SERVER_GC_THRESHOLDS": "lots"}, "SERVER_GC_THRESHOLDS='lots' must be 1 to 3"),
+        ({"SERVER_GC_THRESHOLDS": "1,2,3,4"}, "SERVER_GC_THRESHOLDS='1,2,3,4' must be 1 to 3"),
+        ({"SERVER_GC_THRESHOLDS": "700,-1"}, "SERVER_GC_THRESHOLDS='700,-1' must be 1 to 3"),
     ],
 )
 def test_misconfiguration_stops_at_import(env: dict[str, str], message: str) -> None:
