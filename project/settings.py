@@ -152,7 +152,7 @@ DATABASES = {"default": _database()}
 
 def _gc_thresholds() -> tuple[int, ...] | None:
     """``SERVER_GC_THRESHOLDS``: the ASGI server's ``gc.set_threshold``; ``python``: Python's."""
-    value = os.environ.get("SERVER_GC_THRESHOLDS", "20000,10,10").strip()
+    value = os.environ.get("SERVER_GC_THRESHOLDS", "").strip() or "20000,10,10"
     if value.lower() == "python":
         return None
     try:
@@ -172,6 +172,7 @@ def _gc_thresholds() -> tuple[int, ...] | None:
 # Python's default thresholds (700, 10, 10) a full collection over all of them (about 200 ms
 # with 1,000 streams on the benchmark machine) ran every few updates, stalling every stream.
 SERVER_GC_THRESHOLDS = _gc_thresholds()
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

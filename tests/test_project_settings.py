@@ -168,6 +168,7 @@ def test_the_asgi_server_collects_garbage_less_often_and_freezes_start_up_object
     assert default["thresholds"] == [20000, 10, 10]
     assert default["frozen"] > 10_000  # Django's apps, models and admin, loaded at start-up
     assert asgi_gc(clean_env(SERVER_GC_THRESHOLDS="5000"))["thresholds"][0] == 5000
+    assert asgi_gc(clean_env(SERVER_GC_THRESHOLDS=" "))["thresholds"] == [20000, 10, 10]
     python = run(["-c", "import gc, json; print(json.dumps(gc.get_threshold()))"], clean_env())
     kept = asgi_gc(clean_env(SERVER_GC_THRESHOLDS="python"))["thresholds"]
     assert kept == json.loads(python.stdout)

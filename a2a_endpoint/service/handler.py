@@ -314,8 +314,8 @@ class RequestHandler:
     async def _subscription(
         self, task_id: str, owner: str, tenant: str, resume_after: int | None
     ) -> AsyncIterator[StreamItem]:
-        # One generator between the bus and the transport, not two: a thousand streams of a
-        # task each resume every layer for every event.
+        # The snapshot and the events in this generator, not in a nested one: a thousand
+        # streams of a task each resume every generator in between for every event.
         async with self.bus.subscribe(task_id) as updates:
             last = resume_after
             if last is None:
