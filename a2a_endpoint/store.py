@@ -114,10 +114,18 @@ def _record(task: models.Task) -> TaskRecord:
 
 def _status(task: models.Task) -> types.TaskStatus:
     message = task.status_message
+    return _status_of(
+        task.state,
+        msgspec.convert(message, types.Message) if message else None,
+        task.status_timestamp,
+    )
+
+
+def _status_of(state: str, message: types.Message | None, timestamp: datetime) -> types.TaskStatus:
     return types.TaskStatus(
-        state=TaskState(task.state),
-        message=msgspec.convert(message, types.Message) if message else None,
-        timestamp=types.format_timestamp(task.status_timestamp.astimezone(UTC)),
+        state=TaskState(state),
+        message=message,
+        timestamp=types.format_timestamp(timestamp.astimezone(UTC)),
     )
 
 
@@ -573,15 +581,11 @@ class TaskStore:
             # A task that exists but belongs to someone else is "not found" too (A2A §3.3.2).
             raise TaskNotFoundError(taskId=task_id)
         context_id, state, status_message, timestamp, metadata, seq, history, artifacts = row
-        status = types.TaskStatus(
-            state=TaskState(state),
-            message=_MESSAGE.decode(status_message) if status_message else None,
-            timestamp=types.format_timestamp(timestamp.astimezone(UTC)),
-        )
+        message = _MESSAGE.decode(status_message) if status_message else None
         task = _with_lists(
             id=str(key),
             context_id=context_id,
-            status=status,
+            status=_status_of(state, message, timestamp),
             metadata=msgspec.json.decode(metadata) if metadata is not None else None,
             history_json=history,
             artifacts_json=artifacts,
