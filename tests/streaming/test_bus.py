@@ -81,8 +81,13 @@ async def test_a_keepalive_timer_older_than_the_wait_does_not_end_it_early():
         assert await updates.get_until(deadline) is None  # woken at 0.05: waits on
         assert loop.time() >= deadline
         # A later event still ends a wait that was re-armed that way.
+        waiting = asyncio.create_task(updates.get_until(loop.time() + 0.05))
+        await asyncio.sleep(0)
+        bus.publish(EVENT)
+        assert await waiting is EVENT  # again a 0.05 timer left armed
+        early = updates._timer.when()
         waiting = asyncio.create_task(updates.get_until(loop.time() + DEADLINE))
-        await asyncio.sleep(0.06)  # past the first deadline: re-armed by now
+        await wait_for(lambda: updates._timer is not None and updates._timer.when() > early)
         bus.publish(EVENT)
         assert await waiting is EVENT
 
