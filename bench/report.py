@@ -512,6 +512,11 @@ def sections(results: dict) -> list[str]:
         "ceiling-django / sdk-sql GetTask",
         round_ratios(results, "get_task", "ceiling-django", REFERENCE),
     )
+    lines += _ratio_line(
+        "GetTask ceiling-django / ceiling-django-stock (a2a_endpoint.middleware's drop-ins "
+        "against Django's classes)",
+        round_ratios(results, "get_task", "ceiling-django", "ceiling-django-stock"),
+    )
     for scenario in ("send_blocking", "stream"):
         if per_target(results, scenario):
             lines += [f"## {TITLES[scenario]}", "", *latency_table(results, scenario), ""]

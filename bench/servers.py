@@ -39,6 +39,7 @@ ALL_TARGETS = (
     "ours-embedded",
     "sdk-memory",
     "ceiling-django",
+    "ceiling-django-stock",
     "ceiling-daphne",
     "ceiling-uvicorn",
 )
@@ -48,6 +49,7 @@ KINDS = {
     "sdk-sql": "sdk",
     "sdk-memory": "sdk",
     "ceiling-django": "ceiling",
+    "ceiling-django-stock": "ceiling",
     "ceiling-daphne": "ceiling",
     "ceiling-uvicorn": "ceiling",
 }
@@ -61,6 +63,8 @@ DESCRIPTIONS = {
     "sdk-memory": "a2a-sdk 1.3.0 reference with InMemoryTaskStore under uvicorn",
     "ceiling-django": "constant JSON-RPC response from an async Django view behind the "
     "sample project's settings and middleware (as ours-prod), under daphne",
+    "ceiling-django-stock": "the same under Django's own ASGI handler: Django's middleware "
+    "classes instead of a2a_endpoint.middleware's drop-ins",
     "ceiling-daphne": "constant JSON-RPC response, raw ASGI app, under daphne",
     "ceiling-uvicorn": "constant JSON-RPC response, raw ASGI app, under uvicorn",
 }
@@ -320,10 +324,15 @@ def build_target(name: str, services: Services, workdir: Path) -> Target:
         env["BENCH_BASE_URL"] = f"http://127.0.0.1:{port}"
         process.env = env
         return Target(name, process, port, [], database_url)
-    if name == "ceiling-django":
-        env = ours_env(services, services.create_database("ceiling"), log_dir, name)
+    if name in ("ceiling-django", "ceiling-django-stock"):
+        env = ours_env(services, services.create_database(name.replace("-", "_")), log_dir, name)
         env["DJANGO_SETTINGS_MODULE"] = "bench.ceiling_django"
-        web = _daphne(name, "project.asgi:application", env, log_dir, "/")
+        app = (
+            "bench.stock_asgi:application"
+            if name.endswith("-stock")
+            else "project.asgi:application"
+        )
+        web = _daphne(name, app, env, log_dir, "/")
         return Target(name, web, web.port)
     if name == "ceiling-daphne":
         web = _daphne(name, "bench.ceiling:application", _clean_environ(), log_dir, "/")

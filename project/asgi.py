@@ -4,7 +4,10 @@ import gc
 import os
 
 from django.conf import settings
-from django.core.asgi import get_asgi_application
+
+# Django's get_asgi_application, whose handler loads a2a_endpoint.middleware's drop-ins for
+# Django's stock middleware (docs/deployment.md, "Middleware under ASGI").
+from a2a_endpoint.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 # The settings give this process (not Celery's forked workers) a database connection pool.

@@ -69,6 +69,10 @@ INSTALLED_APPS = [
     "a2a_endpoint",
 ]
 
+# startproject's list. Under daphne, project/asgi.py's handler (a2a_endpoint.asgi) loads
+# each as its drop-in from a2a_endpoint.middleware: the same class, called on the event loop
+# unless a call may block, instead of through a worker thread for every call
+# (docs/deployment.md, "Middleware under ASGI").
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
