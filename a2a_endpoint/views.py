@@ -114,10 +114,11 @@ def _release_request_thread() -> None:
 
     The handler runs each request in an asgiref ``ThreadSensitiveContext``, whose one-thread
     executor (used by thread-sensitive sync code: signal receivers, sync middleware, session
-    lookups) lives until the response ends. A stream lasts minutes and needs no thread: when
-    its body starts (after the middleware), close that thread's DB connection and let it
-    exit. Thread-sensitive code later in the request (``request_finished``) gets a fresh
-    executor, shut down with the context.
+    lookups) lives until the response ends (``a2a_endpoint.asgi``'s handler lends it from a
+    pool and takes it back then). A stream lasts minutes and needs no thread: when its body
+    starts (after the middleware), close that thread's DB connection and let it exit (it is
+    not given back). Thread-sensitive code later in the request (``request_finished``) gets
+    a fresh executor, shut down with the context.
     """
     context = SyncToAsync.thread_sensitive_context.get(None)
     executors = getattr(SyncToAsync, "context_to_thread_executor", None)

@@ -10,7 +10,6 @@ loads them for Django's paths.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 
 import msgspec
@@ -30,6 +29,7 @@ from a2a_endpoint import models
 from a2a_endpoint.asgi import DROP_INS, ASGIHandler
 from a2a_endpoint.middleware import InlineMiddlewareMixin
 from a2a_endpoint.testing import jsonrpc_request, user_message
+from tests.asgi_client import asgi_request
 from tests.urls import urlpatterns as test_urlpatterns
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -286,48 +286,12 @@ def test_every_stock_class_has_its_drop_in() -> None:
         assert issubclass(ours_class, middleware.InlineMiddlewareMixin)
 
 
-async def asgi_post(app, path: str, body: bytes) -> tuple[int, dict[bytes, bytes], bytes]:
-    """One POST through an ASGI application, as daphne makes it."""
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"content-type", b"application/json"), (b"host", b"testserver")],
-        "client": ("127.0.0.1", 40000),
-        "server": ("127.0.0.1", 80),
-    }
-    done = asyncio.Event()
-    messages_in = [{"type": "http.request", "body": body, "more_body": False}]
-    sent: list[dict] = []
-
-    async def receive() -> dict:
-        if messages_in:
-            return messages_in.pop()
-        await done.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(message: dict) -> None:
-        sent.append(message)
-
-    await app(scope, receive, send)
-    done.set()
-    start = next(message for message in sent if message["type"] == "http.response.start")
-    body_out = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-    return start["status"], dict(start["headers"]), body_out
-
-
 async def test_asgi_handler_loads_the_drop_ins_for_djangos_paths(settings, calls):
     settings.MIDDLEWARE = [*STOCK, "django.middleware.gzip.GZipMiddleware"]
     original = handlers_base.import_string
     handler = ASGIHandler()
     assert handlers_base.import_string is original  # patched only while the handler loads
-    status, headers, body = await asgi_post(handler, "/a2a/", send_message())
+    status, headers, body = await asgi_request(handler, "/a2a/", send_message())
     assert status == 200
     assert "result" in msgspec.json.decode(body)
     assert headers[b"X-Frame-Options"] == b"DENY"
@@ -342,7 +306,7 @@ async def test_django_handler_keeps_djangos_classes(settings, calls):
     from django.core.handlers.asgi import ASGIHandler as DjangoASGIHandler
 
     settings.MIDDLEWARE = STOCK
-    status, _, _ = await asgi_post(DjangoASGIHandler(), "/a2a/", send_message())
+    status, _, _ = await asgi_request(DjangoASGIHandler(), "/a2a/", send_message())
     assert status == 200
     assert calls.names() == set()
     assert calls.off_thread(threading.get_ident(), drop_ins=False) == EVERY_CALL

@@ -1,0 +1,50 @@
+"""One HTTP request through an ASGI application, as daphne makes it (no server, no socket)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, NamedTuple
+
+
+class Answer(NamedTuple):
+    status: int
+    headers: dict[bytes, bytes]
+    body: bytes
+
+
+async def asgi_request(app: Any, path: str, body: bytes = b"", *, method: str = "POST") -> Answer:
+    """Send one request to ``app`` and collect its whole response (a stream until it ends)."""
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"content-type", b"application/json"), (b"host", b"testserver")],
+        "client": ("127.0.0.1", 40000),
+        "server": ("127.0.0.1", 80),
+    }
+    done = asyncio.Event()
+    incoming = [{"type": "http.request", "body": body, "more_body": False}]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        if incoming:
+            return incoming.pop()
+        await done.wait()  # the client stays connected until the response is complete
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    try:
+        await app(scope, receive, send)
+    finally:
+        done.set()
+    start = next(message for message in sent if message["type"] == "http.response.start")
+    content = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return Answer(start["status"], dict(start["headers"]), content)
