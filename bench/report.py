@@ -513,8 +513,8 @@ def sections(results: dict) -> list[str]:
         round_ratios(results, "get_task", "ceiling-django", REFERENCE),
     )
     lines += _ratio_line(
-        "GetTask ceiling-django / ceiling-django-stock (a2a_endpoint.middleware's drop-ins "
-        "against Django's classes)",
+        "GetTask ceiling-django / ceiling-django-stock (a2a_endpoint.asgi's handler against "
+        "Django's)",
         round_ratios(results, "get_task", "ceiling-django", "ceiling-django-stock"),
     )
     for scenario in ("send_blocking", "stream"):

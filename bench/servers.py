@@ -63,8 +63,8 @@ DESCRIPTIONS = {
     "sdk-memory": "a2a-sdk 1.3.0 reference with InMemoryTaskStore under uvicorn",
     "ceiling-django": "constant JSON-RPC response from an async Django view behind the "
     "sample project's settings and middleware (as ours-prod), under daphne",
-    "ceiling-django-stock": "the same under Django's own ASGI handler: Django's middleware "
-    "classes instead of a2a_endpoint.middleware's drop-ins",
+    "ceiling-django-stock": "the same under Django's own ASGI handler (not a2a_endpoint.asgi's): "
+    "Django's middleware classes, a new thread per request",
     "ceiling-daphne": "constant JSON-RPC response, raw ASGI app, under daphne",
     "ceiling-uvicorn": "constant JSON-RPC response, raw ASGI app, under uvicorn",
 }

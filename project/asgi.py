@@ -6,7 +6,8 @@ import os
 from django.conf import settings
 
 # Django's get_asgi_application, whose handler loads a2a_endpoint.middleware's drop-ins for
-# Django's stock middleware (docs/deployment.md, "Middleware under ASGI").
+# Django's stock middleware and lends each request a pooled thread (docs/deployment.md,
+# "Middleware under ASGI").
 from a2a_endpoint.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
