@@ -279,28 +279,28 @@ class TaskStore:
             page = page.annotate(history_json=RawSQL(history, (request.history_length,)))
             if include_artifacts:
                 page = page.annotate(artifacts_json=RawSQL(artifacts, ()))
-        rows = list(page[: page_size + 1])
-        has_more = len(rows) > page_size
-        rows = rows[:page_size]
         if one_query:
-            tasks = [
-                _with_lists(
-                    id=str(row.id),
-                    context_id=row.context_id,
-                    status=_status(row),
-                    metadata=row.metadata,
-                    history_json=row.history_json,
-                    artifacts_json=getattr(row, "artifacts_json", None),
-                )
-                for row in rows
-            ]
+            # Only the columns a Task needs, as tuples: no model instances, and none of the
+            # bookkeeping columns (job, lease, created/updated) parsed for every row.
+            columns = [*_PAGE_COLUMNS, "history_json"]
+            if include_artifacts:
+                columns.append("artifacts_json")
+            values = list(page.values_list(*columns)[: page_size + 1])
+            has_more = len(values) > page_size
+            values = values[:page_size]
+            tasks = [_page_task(*row) for row in values]
+            last = (values[-1][4], values[-1][0]) if values else None
         else:
+            rows = list(page[: page_size + 1])
+            has_more = len(rows) > page_size
+            rows = rows[:page_size]
             tasks = self.snapshots(
                 rows, history_length=request.history_length, include_artifacts=include_artifacts
             )
+            last = (rows[-1].status_timestamp, rows[-1].id) if rows else None
         return types.ListTasksResponse(
             tasks=tasks,
-            next_page_token=_make_cursor(rows[-1]) if has_more else "",
+            next_page_token=_make_cursor(*last) if has_more and last else "",
             page_size=page_size,
             total_size=matching.count(),
         )
@@ -767,6 +767,31 @@ def _with_lists(
     )
 
 
+#: The Task columns a ListTasks page reads on PostgreSQL (``_page_task``'s first arguments).
+_PAGE_COLUMNS = ("id", "context_id", "state", "status_message", "status_timestamp", "metadata")
+
+
+def _page_task(
+    task_id: uuid.UUID,
+    context_id: str,
+    state: str,
+    status_message: dict[str, Any] | None,
+    status_timestamp: datetime,
+    metadata: dict[str, Any] | None,
+    history_json: str | None,
+    artifacts_json: str | None = None,
+) -> types.Task:
+    message = msgspec.convert(status_message, types.Message) if status_message else None
+    return _with_lists(
+        id=str(task_id),
+        context_id=context_id,
+        status=_status_of(state, message, status_timestamp),
+        metadata=metadata,
+        history_json=history_json,
+        artifacts_json=artifacts_json,
+    )
+
+
 @functools.cache
 def _lists_sql(task: str) -> tuple[str, str]:
     """PostgreSQL subqueries of the task row ``task`` (an alias or the quoted table name):
@@ -801,10 +826,10 @@ def _snapshot_sql() -> str:
     """
 
 
-def _make_cursor(task: models.Task) -> str:
+def _make_cursor(status_timestamp: datetime, task_id: uuid.UUID) -> str:
     """An opaque, signed keyset cursor: the sort key of the last task on the page."""
     return signing.dumps(
-        [task.status_timestamp.astimezone(UTC).isoformat(), str(task.id)], salt=_CURSOR_SALT
+        [status_timestamp.astimezone(UTC).isoformat(), str(task_id)], salt=_CURSOR_SALT
     )
 
 

@@ -205,6 +205,9 @@ def test_a_list_page_is_two_queries_whatever_its_size():
         page = store.list_tasks("user:7", "acme", request)
     assert len(page.tasks) == 5
     assert len(queries) == 2  # the page with its lists, and totalSize
+    # The page reads the columns a Task needs, not whole rows (job and lease bookkeeping).
+    assert "lease_expires_at" not in queries[0]["sql"]
+    assert "status_message" in queries[0]["sql"]
 
 
 @pytest.mark.parametrize("history_length", [None, 0, 2])
