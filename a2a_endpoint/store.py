@@ -271,25 +271,25 @@ class TaskStore:
         if request.page_token:
             page = page.after_cursor(*_read_cursor(request.page_token))
         include_artifacts = bool(request.include_artifacts)
-        one_query = connection.vendor == "postgresql"
-        if one_query:
+        next_page_token = ""
+        if connection.vendor == "postgresql":
             # Each row comes with its history window and artifacts as JSON: one query for the
-            # page instead of three (and no ORM filter per row's history window).
+            # page instead of three (and no ORM filter per row's history window). Only the
+            # columns a Task needs, as tuples: no model instances, and none of the bookkeeping
+            # columns (job, lease, created/updated) parsed for every row.
             history, artifacts = _lists_sql(connection.ops.quote_name(models.Task._meta.db_table))
             page = page.annotate(history_json=RawSQL(history, (request.history_length,)))
-            if include_artifacts:
-                page = page.annotate(artifacts_json=RawSQL(artifacts, ()))
-        if one_query:
-            # Only the columns a Task needs, as tuples: no model instances, and none of the
-            # bookkeeping columns (job, lease, created/updated) parsed for every row.
             columns = [*_PAGE_COLUMNS, "history_json"]
             if include_artifacts:
+                page = page.annotate(artifacts_json=RawSQL(artifacts, ()))
                 columns.append("artifacts_json")
             values = list(page.values_list(*columns)[: page_size + 1])
             has_more = len(values) > page_size
             values = values[:page_size]
             tasks = [_page_task(*row) for row in values]
-            last = (values[-1][4], values[-1][0]) if values else None
+            if has_more:
+                task_id, _, _, _, timestamp, *_ = values[-1]  # in _PAGE_COLUMNS order
+                next_page_token = _make_cursor(timestamp, task_id)
         else:
             rows = list(page[: page_size + 1])
             has_more = len(rows) > page_size
@@ -297,10 +297,11 @@ class TaskStore:
             tasks = self.snapshots(
                 rows, history_length=request.history_length, include_artifacts=include_artifacts
             )
-            last = (rows[-1].status_timestamp, rows[-1].id) if rows else None
+            if has_more:
+                next_page_token = _make_cursor(rows[-1].status_timestamp, rows[-1].id)
         return types.ListTasksResponse(
             tasks=tasks,
-            next_page_token=_make_cursor(*last) if has_more and last else "",
+            next_page_token=next_page_token,
             page_size=page_size,
             total_size=matching.count(),
         )
