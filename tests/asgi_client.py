@@ -1,9 +1,30 @@
-"""One HTTP request through an ASGI application, as daphne makes it (no server, no socket)."""
+"""HTTP requests through an ASGI application, as daphne makes them (no server, no socket)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from typing import Any, NamedTuple
+
+
+def http_scope(
+    path: str = "/a2a/", *, method: str = "POST", headers: Iterable[tuple[bytes, bytes]] = ()
+) -> dict[str, Any]:
+    """The ASGI scope of an HTTP/1.1 request to ``path`` with a JSON body, plus ``headers``."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"testserver"), (b"content-type", b"application/json"), *headers],
+        "client": ("127.0.0.1", 40000),
+        "server": ("testserver", 80),
+    }
 
 
 class Answer(NamedTuple):
@@ -14,20 +35,7 @@ class Answer(NamedTuple):
 
 async def asgi_request(app: Any, path: str, body: bytes = b"", *, method: str = "POST") -> Answer:
     """Send one request to ``app`` and collect its whole response (a stream until it ends)."""
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": method,
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"content-type", b"application/json"), (b"host", b"testserver")],
-        "client": ("127.0.0.1", 40000),
-        "server": ("127.0.0.1", 80),
-    }
+    scope = http_scope(path, method=method)
     done = asyncio.Event()
     incoming = [{"type": "http.request", "body": body, "more_body": False}]
     sent: list[dict[str, Any]] = []

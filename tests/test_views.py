@@ -15,6 +15,7 @@ from django.test import AsyncClient, Client, override_settings
 from a2a_endpoint import types
 from a2a_endpoint.service import RequestHandler
 from a2a_endpoint.testing import jsonrpc_request, user_message
+from tests.asgi_client import http_scope
 
 # Any call that reaches the service without touching the database: a quick "is it served?".
 PROBE = jsonrpc_request("GetExtendedAgentCard", {}, id=7)
@@ -100,20 +101,7 @@ async def test_limit_is_max_request_bytes_not_djangos_upload_limit(rpc):
 
 async def asgi_post(chunks: list[bytes], headers: list[tuple[bytes, bytes]]) -> tuple[int, bytes]:
     """POST /a2a/ through Django's real ASGI handler, with exactly these headers and chunks."""
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/a2a/",
-        "raw_path": b"/a2a/",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"host", b"testserver"), (b"content-type", b"application/json"), *headers],
-        "client": ("127.0.0.1", 40000),
-        "server": ("testserver", 80),
-    }
+    scope = http_scope(headers=headers)
     incoming = [
         {"type": "http.request", "body": chunk, "more_body": i < len(chunks) - 1}
         for i, chunk in enumerate(chunks)

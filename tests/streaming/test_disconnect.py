@@ -12,6 +12,7 @@ from django.core.handlers.asgi import ASGIHandler
 from a2a_endpoint.execution import runtime
 from a2a_endpoint.streaming.bus import ChannelLayerEventBus, group_name
 from a2a_endpoint.testing import jsonrpc_request, parse_sse, user_message
+from tests.asgi_client import http_scope
 from tests.service.builders import DEADLINE, poll_task, wait_for
 from tests.streaming.client import send_streaming, subscribe
 from tests.streaming.conftest import group_readers, listeners, local_streams
@@ -72,20 +73,7 @@ async def test_closing_the_stream_frees_its_subscription(rpc, start, gates, bus,
 async def asgi_stream(body: bytes) -> list[dict[str, Any]]:
     """POST ``body`` through Django's real ASGI handler; the client disconnects as soon as
     the first event frame reaches it. Returns the ASGI messages sent."""
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/a2a/",
-        "raw_path": b"/a2a/",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"host", b"testserver"), (b"content-type", b"application/json")],
-        "client": ("127.0.0.1", 40000),
-        "server": ("testserver", 80),
-    }
+    scope = http_scope()
     incoming = [{"type": "http.request", "body": body, "more_body": False}]
     first_event = asyncio.Event()
     sent: list[dict[str, Any]] = []
