@@ -13,14 +13,13 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 from asgiref.sync import sync_to_async
 from django.core import signing
 from django.db import IntegrityError, close_old_connections, connection, transaction
 from django.db.models import Q
-from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from a2a_endpoint import models, types
@@ -262,43 +261,30 @@ class TaskStore:
     ) -> types.ListTasksResponse:
         page_size = request.page_size or DEFAULT_PAGE_SIZE
         state = request.status.value if request.status is not TaskState.UNSPECIFIED else ""
+        cursor = _read_cursor(request.page_token) if request.page_token else None
+        include_artifacts = bool(request.include_artifacts)
+        if connection.vendor == "postgresql":
+            return self._list_in_one_query(
+                owner, tenant, request, state, cursor, page_size, include_artifacts
+            )
         matching = models.Task.objects.visible_to(owner, tenant).matching(
             context_id=request.context_id,
             state=state,
             status_after=request.status_timestamp_after,
         )
         page = matching.newest_first()
-        if request.page_token:
-            page = page.after_cursor(*_read_cursor(request.page_token))
-        include_artifacts = bool(request.include_artifacts)
+        if cursor is not None:
+            page = page.after_cursor(*cursor)
+        rows = list(page[: page_size + 1])
+        tasks = self.snapshots(
+            rows[:page_size],
+            history_length=request.history_length,
+            include_artifacts=include_artifacts,
+        )
         next_page_token = ""
-        if connection.vendor == "postgresql":
-            # Each row comes with its history window and artifacts as JSON: one query for the
-            # page instead of three (and no ORM filter per row's history window). Only the
-            # columns a Task needs, as tuples: no model instances, and none of the bookkeeping
-            # columns (job, lease, created/updated) parsed for every row.
-            history, artifacts = _lists_sql(connection.ops.quote_name(models.Task._meta.db_table))
-            page = page.annotate(history_json=RawSQL(history, (request.history_length,)))
-            columns = [*_PAGE_COLUMNS, "history_json"]
-            if include_artifacts:
-                page = page.annotate(artifacts_json=RawSQL(artifacts, ()))
-                columns.append("artifacts_json")
-            values = list(page.values_list(*columns)[: page_size + 1])
-            has_more = len(values) > page_size
-            values = values[:page_size]
-            tasks = [_page_task(*row) for row in values]
-            if has_more:
-                task_id, _, _, _, timestamp, *_ = values[-1]  # in _PAGE_COLUMNS order
-                next_page_token = _make_cursor(timestamp, task_id)
-        else:
-            rows = list(page[: page_size + 1])
-            has_more = len(rows) > page_size
-            rows = rows[:page_size]
-            tasks = self.snapshots(
-                rows, history_length=request.history_length, include_artifacts=include_artifacts
-            )
-            if has_more:
-                next_page_token = _make_cursor(rows[-1].status_timestamp, rows[-1].id)
+        if len(rows) > page_size:
+            last = rows[page_size - 1]
+            next_page_token = _make_cursor(last.status_timestamp, last.id)
         return types.ListTasksResponse(
             tasks=tasks,
             next_page_token=next_page_token,
@@ -581,17 +567,49 @@ class TaskStore:
         if row is None:
             # A task that exists but belongs to someone else is "not found" too (A2A §3.3.2).
             raise TaskNotFoundError(taskId=task_id)
-        context_id, state, status_message, timestamp, metadata, seq, history, artifacts = row
-        message = _MESSAGE.decode(status_message) if status_message else None
-        task = _with_lists(
-            id=str(key),
-            context_id=context_id,
-            status=_status_of(state, message, timestamp),
-            metadata=msgspec.json.decode(metadata) if metadata is not None else None,
-            history_json=history,
-            artifacts_json=artifacts,
+        *columns, seq = row
+        return _row_task(*columns), seq
+
+    def _list_in_one_query(
+        self,
+        owner: str,
+        tenant: str,
+        request: types.ListTasksRequest,
+        state: str,
+        cursor: tuple[datetime, uuid.UUID] | None,
+        page_size: int,
+        include_artifacts: bool,
+    ) -> types.ListTasksResponse:
+        """``list_tasks`` on PostgreSQL: the page, each task's lists and ``totalSize`` in one
+        statement, which also makes the total and the page one snapshot.
+
+        ListTasks is a hot read like GetTask: one round trip and no ORM query building
+        (``tests/test_store_snapshot.py`` compares every page with the ORM path's).
+        """
+        # In _ListFilters' order; a filter not set is None.
+        optional = (request.context_id or None, state or None, request.status_timestamp_after)
+        filters = _ListFilters(*(value is not None for value in optional))
+        where = [owner, tenant, *(value for value in optional if value is not None)]
+        keyset = [cursor[0], cursor[0], cursor[1]] if cursor is not None else []
+        params = [request.history_length, *where, *where, *keyset, page_size + 1]
+        with connection.cursor() as db:
+            db.execute(_list_sql(filters, cursor is not None, include_artifacts), params)
+            rows = db.fetchall()
+            if rows:
+                total = rows[0][-1]
+            elif cursor is None:
+                total = 0  # no page without a cursor: nothing matches
+            else:  # a page past the end still reports the total
+                db.execute(_count_sql(filters), where)
+                total = db.fetchone()[0]
+        tasks = [_row_task(*row[:-1]) for row in rows[:page_size]]
+        next_page_token = ""
+        if len(rows) > page_size:
+            task_id, _, _, _, timestamp, *_ = rows[page_size - 1]
+            next_page_token = _make_cursor(timestamp, task_id)
+        return types.ListTasksResponse(
+            tasks=tasks, next_page_token=next_page_token, page_size=page_size, total_size=total
         )
-        return task, seq
 
     def _visible(self, task_id: str, owner: str, tenant: str, *, lock: bool = False) -> models.Task:
         queryset = models.Task.objects.visible_to(owner, tenant)
@@ -768,29 +786,50 @@ def _with_lists(
     )
 
 
-#: The Task columns a ListTasks page reads on PostgreSQL (``_page_task``'s first arguments).
-_PAGE_COLUMNS = ("id", "context_id", "state", "status_message", "status_timestamp", "metadata")
-
-
-def _page_task(
+def _row_task(
     task_id: uuid.UUID,
     context_id: str,
     state: str,
-    status_message: dict[str, Any] | None,
+    status_message: str | None,
     status_timestamp: datetime,
-    metadata: dict[str, Any] | None,
+    metadata: str | None,
     history_json: str | None,
-    artifacts_json: str | None = None,
+    artifacts_json: str | None,
 ) -> types.Task:
-    message = msgspec.convert(status_message, types.Message) if status_message else None
+    """A Task from the columns of ``_TASK_COLUMNS`` and ``_lists_sql``, read by a raw cursor
+    (jsonb as text, decoded here by msgspec)."""
+    message = _MESSAGE.decode(status_message) if status_message else None
     return _with_lists(
         id=str(task_id),
         context_id=context_id,
         status=_status_of(state, message, status_timestamp),
-        metadata=metadata,
+        metadata=msgspec.json.decode(metadata) if metadata is not None else None,
         history_json=history_json,
         artifacts_json=artifacts_json,
     )
+
+
+#: What ``_row_task`` reads of a task row ``t``, before its history and artifacts.
+_TASK_COLUMNS = "t.id, t.context_id, t.state, t.status_message, t.status_timestamp, t.metadata"
+
+
+class _ListFilters(NamedTuple):
+    """Which of ListTasks' optional filters a request sets (each adds one ``%s``)."""
+
+    context: bool
+    state: bool
+    after: bool
+
+    def where(self, task: str) -> str:
+        """Conditions on task row ``task``: owner, tenant, then the filters set, in order."""
+        conditions = [f"{task}.owner = %s", f"{task}.tenant = %s"]
+        if self.context:
+            conditions.append(f"{task}.context_id = %s")
+        if self.state:
+            conditions.append(f"{task}.state = %s")
+        if self.after:
+            conditions.append(f"{task}.status_timestamp >= %s")
+        return " AND ".join(conditions)
 
 
 @functools.cache
@@ -817,14 +856,45 @@ def _lists_sql(task: str) -> tuple[str, str]:
 
 @functools.cache
 def _snapshot_sql() -> str:
-    """PostgreSQL: a visible task with its history window (``%s``) and its artifacts."""
+    """PostgreSQL: a visible task with its history window (``%s``), artifacts and seq."""
     history, artifacts = _lists_sql("t")
     return f"""
-        SELECT t.context_id, t.state, t.status_message, t.status_timestamp, t.metadata, t.seq,
-            {history}, {artifacts}
+        SELECT {_TASK_COLUMNS}, {history}, {artifacts}, t.seq
         FROM {models.Task._meta.db_table} t
         WHERE t.id = %s AND t.owner = %s AND t.tenant = %s
     """
+
+
+@functools.cache
+def _list_sql(filters: _ListFilters, cursor: bool, artifacts: bool) -> str:
+    """PostgreSQL: a ListTasks page, newest first, with each task's lists and the total.
+
+    Parameters: the history window, the filters twice (the total, then the page), the
+    cursor's ``(timestamp, timestamp, id)`` when ``cursor``, and the row limit. The total is
+    an uncorrelated scalar subquery: PostgreSQL evaluates it once (an InitPlan) and repeats
+    it on every row. The keyset bound is ``TaskQuerySet.after_cursor``'s: the plain ``<=``
+    lets the owner index start its scan at the cursor.
+    """
+    table = connection.ops.quote_name(models.Task._meta.db_table)
+    history, artifact_list = _lists_sql("t")
+    keyset = (
+        " AND t.status_timestamp <= %s AND (t.status_timestamp < %s OR t.id < %s)" if cursor else ""
+    )
+    return f"""
+        SELECT {_TASK_COLUMNS}, {history}, {artifact_list if artifacts else "NULL"},
+            (SELECT COUNT(*) FROM {table} c WHERE {filters.where("c")})
+        FROM {table} t
+        WHERE {filters.where("t")}{keyset}
+        ORDER BY t.status_timestamp DESC, t.id DESC
+        LIMIT %s
+    """
+
+
+@functools.cache
+def _count_sql(filters: _ListFilters) -> str:
+    """PostgreSQL: ListTasks' ``totalSize`` alone (for a page past the last task)."""
+    table = connection.ops.quote_name(models.Task._meta.db_table)
+    return f"SELECT COUNT(*) FROM {table} c WHERE {filters.where('c')}"
 
 
 def _make_cursor(status_timestamp: datetime, task_id: uuid.UUID) -> str:

@@ -7,12 +7,14 @@ other database) builds the same value from three ORM queries. Every field must a
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import msgspec
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from a2a_endpoint import models, types
 from a2a_endpoint.errors import TaskNotFoundError
@@ -196,7 +198,7 @@ def test_list_tasks_pages_equal_the_orm_snapshots(history_length, include_artifa
     assert any(task.artifacts for task in listed) is include_artifacts
 
 
-def test_a_list_page_is_two_queries_whatever_its_size():
+def test_a_list_page_is_one_statement_whatever_its_size():
     store = TaskStore()
     for _ in range(5):
         rich_task(store)
@@ -204,10 +206,111 @@ def test_a_list_page_is_two_queries_whatever_its_size():
     with CaptureQueriesContext(connection) as queries:
         page = store.list_tasks("user:7", "acme", request)
     assert len(page.tasks) == 5
-    assert len(queries) == 2  # the page with its lists, and totalSize
+    assert page.total_size == 5
+    assert len(queries) == 1  # the page with its lists and totalSize: one snapshot
     # The page reads the columns a Task needs, not whole rows (job and lease bookkeeping).
     assert "lease_expires_at" not in queries[0]["sql"]
     assert "status_message" in queries[0]["sql"]
+
+
+def listed_tasks(store: TaskStore) -> list[str]:
+    """Eight tasks of user:7/acme in two contexts and three states, two by two on the same
+    status timestamp (the id breaks the tie), and one task of each other caller; the ids of
+    user:7's, newest first."""
+    ids = []
+    base = timezone.now() - timedelta(hours=1)
+    states = [TaskState.WORKING, TaskState.COMPLETED, TaskState.INPUT_REQUIRED]
+    for n in range(8):
+        record = store.create_task(
+            owner="user:7",
+            tenant="acme",
+            context_id=f"ctx-{n % 2}",
+            message=msgspec.convert(user_message(f"task {n}"), types.Message),
+        )
+        if n % 4:
+            store.update_status(record.id, states[n % 3], agent_message(f"now {n}"))
+        models.Task.objects.filter(pk=record.id).update(
+            status_timestamp=base + timedelta(seconds=n // 2)
+        )
+        ids.append(record.id)
+    for owner, tenant in [("user:8", "acme"), ("user:7", "")]:
+        store.create_task(
+            owner=owner,
+            tenant=tenant,
+            context_id="ctx-0",
+            message=msgspec.convert(user_message("not yours"), types.Message),
+        )
+    newest_first = models.Task.objects.filter(pk__in=ids).order_by("-status_timestamp", "-id")
+    return [str(task_id) for task_id in newest_first.values_list("id", flat=True)]
+
+
+FILTERS = {
+    "none": {},
+    "context": {"context_id": "ctx-1"},
+    "state": {"status": TaskState.SUBMITTED},
+    "after": {"status_timestamp_after": "+1"},
+    "context and state": {"context_id": "ctx-0", "status": TaskState.SUBMITTED},
+    "all three": {
+        "context_id": "ctx-1",
+        "status": TaskState.INPUT_REQUIRED,
+        "status_timestamp_after": "+0",
+    },
+    "nothing matches": {"context_id": "ctx-none"},
+}
+
+
+@pytest.mark.parametrize("name", FILTERS)
+def test_every_filter_pages_as_the_orm_path_does(monkeypatch, name):
+    """contextId, status and statusTimestampAfter, alone and together, page by page with
+    the cursor and past the last page: one statement gives the ORM path's pages and totals."""
+    store = TaskStore()
+    ids = listed_tasks(store)
+    filters = dict(FILTERS[name])
+    if "status_timestamp_after" in filters:
+        seconds = int(filters["status_timestamp_after"])
+        oldest = models.Task.objects.get(pk=ids[-1]).status_timestamp
+        filters["status_timestamp_after"] = oldest + timedelta(seconds=seconds)
+
+    def pages() -> list[types.ListTasksResponse]:
+        request = types.ListTasksRequest(page_size=2, history_length=1, **filters)
+        listed = [store.list_tasks("user:7", "acme", request)]
+        while listed[-1].next_page_token:
+            request = msgspec.structs.replace(request, page_token=listed[-1].next_page_token)
+            listed.append(store.list_tasks("user:7", "acme", request))
+        return listed
+
+    one_statement = pages()
+    monkeypatch.setattr(connection, "vendor", "sqlite")
+    through_orm = pages()
+    assert wire(one_statement) == wire(through_orm)
+    listed = [task.id for page in one_statement for task in page.tasks]
+    assert len(set(listed)) == len(listed) == one_statement[0].total_size
+    assert set(listed) <= set(ids)
+    assert listed == [task_id for task_id in ids if task_id in listed]  # newest first
+    if name == "none":
+        assert listed == ids
+    if name == "nothing matches":
+        assert one_statement == [types.ListTasksResponse(page_size=2)]
+
+
+def test_a_page_past_the_last_task_still_counts_them():
+    """A cursor whose tasks are all behind it: no rows, and the total from its own count."""
+    store = TaskStore()
+    ids = listed_tasks(store)
+    request = types.ListTasksRequest(page_size=len(ids) - 1)
+    first = store.list_tasks("user:7", "acme", request)
+    assert first.next_page_token
+    models.Task.objects.filter(pk=ids[-1]).update(
+        status_timestamp=timezone.now() + timedelta(hours=1)
+    )
+    with CaptureQueriesContext(connection) as queries:
+        past = store.list_tasks(
+            "user:7", "acme", msgspec.structs.replace(request, page_token=first.next_page_token)
+        )
+    assert past.tasks == []
+    assert past.next_page_token == ""
+    assert past.total_size == len(ids)
+    assert len(queries) == 2  # the empty page, then the count
 
 
 @pytest.mark.parametrize("history_length", [None, 0, 2])
