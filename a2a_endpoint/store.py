@@ -342,7 +342,10 @@ class TaskStore:
                     history=[message],
                     metadata=metadata,
                 )
-                self._log_event(task, {"task": _to_builtins(snapshot)})
+                # Logged, not published: no one can be subscribed to a task before it exists
+                # (its id is new), and whoever subscribes after the commit starts from a
+                # snapshot that already holds this event.
+                self._log_event(task, {"task": _to_builtins(snapshot)}, publish=False)
         except IntegrityError:
             existing = models.Task.objects.filter(
                 owner=owner, tenant=tenant, origin_message_id=message.message_id
@@ -713,7 +716,9 @@ class TaskStore:
         task.seq += 1
         return self._log_event(task, payload)
 
-    def _log_event(self, task: models.Task, payload: dict[str, Any]) -> StoredEvent:
+    def _log_event(
+        self, task: models.Task, payload: dict[str, Any], *, publish: bool = True
+    ) -> StoredEvent:
         """Write ``payload`` as event ``task.seq`` and publish it once committed."""
         kind = next(iter(payload))
         models.TaskEvent.objects.create(
@@ -722,7 +727,7 @@ class TaskStore:
         event = StoredEvent(
             task_id=str(task.id), seq=task.seq, state=TaskState(task.state), payload=payload
         )
-        if self.publisher is not None:
+        if publish and self.publisher is not None:
             publisher = self.publisher
             # robust: a failing bus (Redis down) is a lost message, which streams recover
             # from the log; it must not fail the committed write nor skip later hooks (the

@@ -139,6 +139,21 @@ def test_a_change_and_its_event_are_one_transaction(store, monkeypatch):
     assert footprint(task_id) == before
 
 
+def test_a_new_task_logs_its_first_event_without_publishing_it(
+    store, published, django_capture_on_commit_callbacks
+):
+    """No one can be subscribed to a task that does not exist yet, and a later subscriber
+    starts from a snapshot holding event 1: the creation is logged (for Last-Event-ID
+    resumes and the blocking wait) but not sent through the bus."""
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        task_id = create(store)
+    assert callbacks == []
+    assert published == []
+    [event] = store.events_after(task_id, 0)
+    assert (event.seq, event.state, next(iter(event.payload))) == (1, TaskState.SUBMITTED, "task")
+    assert models.Task.objects.get(pk=task_id).seq == 1
+
+
 def complete_then_roll_back(store: TaskStore, task_id: str) -> None:
     with transaction.atomic():
         store.update_status(task_id, TaskState.COMPLETED)
@@ -152,11 +167,11 @@ def test_events_are_published_only_after_commit(
         task_id = create(store)
         store.update_status(task_id, TaskState.WORKING)
         assert published == []
-    assert len(callbacks) == 2
+    assert len(callbacks) == 1
     for callback in callbacks:
         callback()
-    assert [(event.task_id, event.seq) for event in published] == [(task_id, 1), (task_id, 2)]
-    assert published[1].state is TaskState.WORKING
+    assert [(event.task_id, event.seq) for event in published] == [(task_id, 2)]
+    assert published[0].state is TaskState.WORKING
 
     published.clear()
     with django_capture_on_commit_callbacks(execute=True) as callbacks, pytest.raises(ValueError):

@@ -75,15 +75,21 @@ class RequestHandler:
         config = self._configuration(params)
         tenant = params.tenant or caller.tenant
         task_id = self._target(params)
-        # Subscribe before anything runs, so no update of the job can slip past the wait.
-        async with self.bus.subscribe(task_id) as updates:
-            start = await _db(self._start)(task_id, params, caller, tenant)
-            reply = None
-            if not config.return_immediately:
+        reply = None
+        if config.return_immediately:
+            # Nothing to wait for, so no subscription (a channel-layer group to join and
+            # leave); a new task's snapshot is read in the transaction that stores it.
+            start = await _db(self._start)(
+                task_id, params, caller, tenant, snapshot=True, history_length=config.history_length
+            )
+        else:
+            # Subscribe before anything runs, so no update of the job can slip past the wait.
+            async with self.bus.subscribe(task_id) as updates:
+                start = await _db(self._start)(task_id, params, caller, tenant)
                 reply = await self._wait_on(start.task_id, updates)
         if reply is not None:
             return types.SendMessageResponse(message=reply)
-        task = await _db(self.store.get_task)(
+        task = start.snapshot or await _db(self.store.get_task)(
             start.task_id, caller.owner, tenant, history_length=config.history_length
         )
         return types.SendMessageResponse(task=task)
@@ -111,10 +117,11 @@ class RequestHandler:
         params: types.SendMessageRequest,
         caller: types.Caller,
         tenant: str,
-        stream: bool = False,
+        snapshot: bool = False,
         history_length: int | None = None,
     ) -> _Start:
-        """Continue or create the task; a stream also needs the new task's first snapshot."""
+        """Continue or create the task, and read a new task's first ``snapshot`` if asked
+        (a stream's first event, a ``returnImmediately`` answer)."""
         if params.message.task_id:
             return _Start(self._continue(task_id, params, caller, tenant).id)
         # A retried send (same messageId) finds its task and is not run twice.
@@ -125,12 +132,12 @@ class RequestHandler:
             record = self._create(task_id, params, caller, tenant)
             if record.id != task_id:  # a concurrent send of this message stored it first
                 return _Start(record.id, retried=True)
-            if not stream:
+            if not snapshot:
                 return _Start(record.id, new=True, seq=record.seq)
-            snapshot = self.store.get_task(
+            first = self.store.get_task(
                 record.id, caller.owner, tenant, history_length=history_length
             )
-        return _Start(record.id, new=True, snapshot=snapshot, seq=record.seq)
+        return _Start(record.id, new=True, snapshot=first, seq=record.seq)
 
     def _create(
         self, task_id: str, params: types.SendMessageRequest, caller: types.Caller, tenant: str
@@ -207,7 +214,7 @@ class RequestHandler:
         tenant = params.tenant or caller.tenant
         task_id = self._target(params)
         start = await in_thread(self._start)(
-            task_id, params, caller, tenant, stream=True, history_length=config.history_length
+            task_id, params, caller, tenant, snapshot=True, history_length=config.history_length
         )
         return self._send_stream(start, caller.owner, tenant, config.history_length)
 

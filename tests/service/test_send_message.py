@@ -9,6 +9,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from a2a_endpoint import models
+from a2a_endpoint.execution import runtime
 from a2a_endpoint.lifecycle import TaskState
 from a2a_endpoint.testing import user_message
 from tests.agents import RUNS, gate
@@ -77,12 +78,35 @@ async def test_return_immediately_answers_before_the_job_finishes(rpc):
         try:
             answer = send(rpc, f"gate {name}", {"returnImmediately": True})
             task = (await asyncio.wait_for(answer, DEADLINE))["task"]
-            # The job is held at the gate, so a blocking call could not have returned yet.
-            assert task["status"]["state"] in {"TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"}
+            # The job is held at the gate, so a blocking call could not have returned yet;
+            # the answer is the snapshot read in the transaction that stored the task.
+            assert task["status"]["state"] == "TASK_STATE_SUBMITTED"
         finally:
             gate(name).set()
         done = await poll_task(rpc, task["id"], COMPLETED)
     assert done["status"]["message"]["parts"] == [{"text": "opened"}]
+
+
+async def test_only_a_blocking_send_subscribes_to_its_task(rpc, monkeypatch):
+    """returnImmediately waits for nothing, so it takes no subscription (on the channel
+    layer: a group joined and left, and a reader, for every send)."""
+    bus = runtime.get_event_bus()
+    subscribed = []
+    subscribe = bus.subscribe
+
+    def spy(task_id: str):
+        subscribed.append(task_id)
+        return subscribe(task_id)
+
+    monkeypatch.setattr(bus, "subscribe", spy)
+    quick = await send(rpc, "echo quick", {"returnImmediately": True, "historyLength": 0})
+    assert quick["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+    assert "history" not in quick["task"]  # historyLength applies to the snapshot too
+    assert subscribed == []
+    await poll_task(rpc, quick["task"]["id"], COMPLETED)
+    blocking = (await send(rpc, "echo slow"))["task"]
+    assert blocking["status"]["state"] == COMPLETED
+    assert subscribed == [blocking["id"]]
 
 
 @pytest.mark.parametrize("length", [1, 3, 10])
