@@ -52,7 +52,7 @@ async def _heartbeat(store: TaskStore, task_id: str, job_id: str, cancel: _Cance
 
 async def _watch_cancel(bus: EventBus, task_id: str, cancel: _CancelSignal) -> None:
     """Hear CancelTask at once through the bus (the heartbeat is the slower fallback)."""
-    async with bus.subscribe(task_id) as updates:
+    async with bus.watch_cancel(task_id) as updates:
         while True:
             event = await updates.get()
             if event.state is TaskState.CANCELED:

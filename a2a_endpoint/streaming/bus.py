@@ -1,8 +1,8 @@
 """The event bus: publishes stored task events to every listener of that task.
 
 ``InMemoryEventBus`` serves one process (any thread, any event loop); ``ChannelLayerEventBus``
-carries events between processes through a Channels layer (one group per task). Channels is
-imported only here.
+carries events between processes through a Channels layer (one group per task, and one for
+its cancellation). Channels is imported only here.
 """
 
 from __future__ import annotations
@@ -20,12 +20,18 @@ from a2a_endpoint.lifecycle import TaskState
 from a2a_endpoint.store import StoredEvent
 
 GROUP_PREFIX = "a2a.task."
+CANCEL_GROUP_PREFIX = "a2a.cancel."
 
 logger = logging.getLogger("a2a_endpoint.streaming")
 
 
 def group_name(task_id: str) -> str:
     return f"{GROUP_PREFIX}{task_id}"
+
+
+def cancel_group_name(task_id: str) -> str:
+    """The group of a task's running job: it hears only the task's CANCELED event."""
+    return f"{CANCEL_GROUP_PREFIX}{task_id}"
 
 
 class Subscription(ABC):
@@ -57,6 +63,11 @@ class EventBus(ABC):
     @abstractmethod
     def subscribe(self, task_id: str) -> contextlib.AbstractAsyncContextManager[Subscription]:
         """Join the task's listeners; leaving the context frees everything at once."""
+
+    def watch_cancel(self, task_id: str) -> contextlib.AbstractAsyncContextManager[Subscription]:
+        """What a running job listens to: at least the task's CANCELED event (the job
+        ignores the rest). By default the task's events; a bus may send it less."""
+        return self.subscribe(task_id)
 
 
 class _QueueSubscription(Subscription):
@@ -195,9 +206,10 @@ def _from_message(message: dict[str, Any]) -> StoredEvent:
 
 
 class _Reader:
-    """This process's one channel in a task's group, fanning events out to local streams."""
+    """This process's one channel in a group, fanning its events out to local listeners."""
 
-    def __init__(self) -> None:
+    def __init__(self, local: InMemoryEventBus) -> None:
+        self.local = local
         self.users = 0
         self.failed = False
         self.joined = asyncio.Event()
@@ -210,6 +222,10 @@ class ChannelLayerEventBus(EventBus):
 
     However many streams of a task a process serves, it joins the task's group once: one
     channel-layer message per process and event, fanned out locally (an in-memory bus).
+
+    A running job listens for CancelTask in the task's cancel group instead, which only the
+    CANCELED event is sent to as well: a job does not hear its own updates come back
+    through Redis (three round trips of the layer's receive for an echo).
     """
 
     #: Re-join the group this often: channels_redis forgets members after ``group_expiry``.
@@ -226,72 +242,87 @@ class ChannelLayerEventBus(EventBus):
         if self.layer is None:
             raise ValueError(f"No channel layer is configured under CHANNEL_LAYERS[{alias!r}]")
         self._local = InMemoryEventBus()
-        self._readers: dict[str, _Reader] = {}
+        self._cancels = InMemoryEventBus()
+        self._readers: dict[str, _Reader] = {}  # by group name
         self._leaving: set[asyncio.Task[None]] = set()
 
     def publish(self, event: StoredEvent) -> None:
         from asgiref.sync import async_to_sync
 
-        async_to_sync(self.layer.group_send)(group_name(event.task_id), _to_message(event))
+        async_to_sync(self._send)(event)
+
+    async def _send(self, event: StoredEvent) -> None:
+        message = _to_message(event)
+        await self.layer.group_send(group_name(event.task_id), message)
+        if event.state is TaskState.CANCELED:
+            await self.layer.group_send(cancel_group_name(event.task_id), message)
+
+    def subscribe(self, task_id: str) -> contextlib.AbstractAsyncContextManager[Subscription]:
+        return self._follow(group_name(task_id), task_id, self._local)
+
+    def watch_cancel(self, task_id: str) -> contextlib.AbstractAsyncContextManager[Subscription]:
+        return self._follow(cancel_group_name(task_id), task_id, self._cancels)
 
     @contextlib.asynccontextmanager
-    async def subscribe(self, task_id: str) -> AsyncIterator[Subscription]:
-        async with self._local.subscribe(task_id) as subscription:
-            await self._retain(task_id)
+    async def _follow(
+        self, group: str, task_id: str, local: InMemoryEventBus
+    ) -> AsyncIterator[Subscription]:
+        async with local.subscribe(task_id) as subscription:
+            await self._retain(group, local)
             try:
                 yield subscription
             finally:
-                await self._release(task_id)
+                await self._release(group)
 
-    async def _retain(self, task_id: str) -> None:
-        reader = self._readers.get(task_id)
+    async def _retain(self, group: str, local: InMemoryEventBus) -> None:
+        reader = self._readers.get(group)
         if reader is None:
-            reader = self._readers[task_id] = _Reader()
+            reader = self._readers[group] = _Reader(local)
             reader.users += 1
             try:
                 reader.channel = await self.layer.new_channel("a2a.")
-                await self.layer.group_add(group_name(task_id), reader.channel)
+                await self.layer.group_add(group, reader.channel)
             except BaseException:
-                del self._readers[task_id]
+                del self._readers[group]
                 reader.failed = True
                 raise
             finally:
                 reader.joined.set()
-            reader.task = asyncio.create_task(self._read(task_id, reader.channel))
+            reader.task = asyncio.create_task(self._read(group, reader))
         else:
             reader.users += 1
             # In the group before the caller reads its snapshot: nothing falls in between.
             await reader.joined.wait()
             if reader.failed:
-                raise ConnectionError(f"Could not join the channel layer group of {task_id}")
+                raise ConnectionError(f"Could not join the channel layer group {group}")
 
-    async def _release(self, task_id: str) -> None:
-        reader = self._readers.get(task_id)
+    async def _release(self, group: str) -> None:
+        reader = self._readers.get(group)
         if reader is None:
             return
         reader.users -= 1
         if reader.users > 0:
             return
-        del self._readers[task_id]
+        del self._readers[group]
         # Leave in a task of its own: the caller may be a stream being cancelled (a client
         # disconnect), whose cancellation must neither be swallowed nor wait on Redis.
-        leaving = asyncio.get_running_loop().create_task(self._leave(task_id, reader))
+        leaving = asyncio.get_running_loop().create_task(self._leave(group, reader))
         self._leaving.add(leaving)
         leaving.add_done_callback(self._leaving.discard)
 
-    async def _leave(self, task_id: str, reader: _Reader) -> None:
+    async def _leave(self, group: str, reader: _Reader) -> None:
         await reader.joined.wait()
         task = reader.task
         while task is not None and not task.done():
             task.cancel()
             await asyncio.wait({task}, timeout=1.0)
         try:
-            await self.layer.group_discard(group_name(task_id), reader.channel)
+            await self.layer.group_discard(group, reader.channel)
         except Exception:
-            logger.warning("Could not leave the channel layer group of %s", task_id, exc_info=True)
+            logger.warning("Could not leave the channel layer group %s", group, exc_info=True)
 
-    async def _read(self, task_id: str, channel: str) -> None:
-        group = group_name(task_id)
+    async def _read(self, group: str, reader: _Reader) -> None:
+        channel = reader.channel
         while True:
             try:
                 # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancel
@@ -306,8 +337,9 @@ class ChannelLayerEventBus(EventBus):
                 await asyncio.sleep(1.0)
                 continue
             if message.get("type") == "a2a.event":
-                self._local.publish(_from_message(message))
+                reader.local.publish(_from_message(message))
 
     def reader_count(self) -> int:
-        """Groups this process is in (one per task with local streams)."""
+        """Groups this process is in: one per task with local streams or waits, and one per
+        running job (its cancel watch)."""
         return len(self._readers)

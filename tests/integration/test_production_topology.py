@@ -26,6 +26,7 @@ import httpx
 import pytest
 import redis
 
+from a2a_endpoint.streaming.bus import cancel_group_name
 from a2a_endpoint.testing import user_message
 from tests.integration.servers import run_django
 from tests.integration.sse import Frame, sse_frames
@@ -212,8 +213,11 @@ async def test_a_job_sent_through_a_runs_on_a_worker_and_streams_through_b(
     assert run.ppid in {worker.pid for worker in workers}
     assert run.pid in topology.worker_of(run.pid).pool()
     assert run.pid not in {topology.web_a.process.pid, topology.web_b.process.pid}
-    # The job's cancel watch and B's stream both left the task's channel-layer group.
+    # B's stream left the task's channel-layer group, the job's cancel watch its cancel group.
     await eventually(lambda: topology.group_members(task_id) == 0, "the group left by all")
+    await eventually(
+        lambda: topology.group_members(task_id, cancel_group_name) == 0, "the cancel group left"
+    )
 
 
 # --- 5. blocking SendMessage through nginx ---------------------------------------------------
@@ -228,12 +232,16 @@ async def test_a_blocking_send_through_nginx_returns_the_task_the_worker_complet
         send(http, topology.nginx.base_url, text, topology, blocking=True)
     )
     # The job is waiting at its gate; the web process is waiting on the task's channel-layer
-    # group (the job's cancel watch is the other member).
+    # group, and the job's cancel watch is in the task's cancel group, not in that one (its
+    # own updates do not come back to it).
     runs = await eventually(
         lambda: [run for run in topology.runs(None) if run.text == text], "the job to start"
     )
     task_id = runs[0].task
-    await eventually(lambda: topology.group_members(task_id) == 2, "A and the job in the group")
+    await eventually(
+        lambda: topology.group_members(task_id, cancel_group_name) == 1, "the job's cancel watch"
+    )
+    assert topology.group_members(task_id) == 1, "A alone in the task's group"
     assert not sending.done(), "a blocking send returned before the task settled"
 
     gate.touch()
@@ -307,7 +315,7 @@ async def test_cancel_through_b_stops_the_job_running_in_a_worker(
         assert topology.task_row(task_id)["state"] == CANCELED
         assert topology.events(task_id)[-1][1]["statusUpdate"]["status"]["state"] == CANCELED
         assert len(topology.runs(task_id)) == 1
-        # Other jobs in between, short and long: their own events reach their cancel watch.
+        # Other jobs in between, short and long: each one's cancel watch joins and leaves.
         for text, state in OTHER_JOBS:
             other = await send(http, topology.web_a.base_url, text, topology, blocking=True)
             assert other["status"]["state"] == state

@@ -465,11 +465,12 @@ class Topology:
         )
         return [(row["seq"], row["payload"]) for row in rows]
 
-    def group_members(self, task_id: str) -> int:
-        """How many channels are in the task's channel-layer group (one per process)."""
+    def group_members(self, task_id: str, group: Callable[[str], str] = group_name) -> int:
+        """How many channels are in the task's channel-layer group (one per process), or in
+        its cancel group with ``group=cancel_group_name`` (one per running job)."""
         prefix = channel_layer_prefix(self.env["A2A_IT_REDIS_PREFIX"])
         with redis.Redis.from_url(self.env["REDIS_URL"]) as client:
-            return client.zcard(f"{prefix}:group:{group_name(task_id)}")
+            return client.zcard(f"{prefix}:group:{group(task_id)}")
 
     def task_row(self, task_id: str) -> dict[str, Any]:
         [row] = self.query(

@@ -10,7 +10,13 @@ from django.test import override_settings
 
 from a2a_endpoint.lifecycle import TaskState
 from a2a_endpoint.store import StoredEvent
-from a2a_endpoint.streaming.bus import ChannelLayerEventBus, InMemoryEventBus, _to_message
+from a2a_endpoint.streaming.bus import (
+    ChannelLayerEventBus,
+    InMemoryEventBus,
+    _to_message,
+    cancel_group_name,
+    group_name,
+)
 from tests.service.builders import DEADLINE, wait_for
 from tests.streaming.conftest import IN_MEMORY_LAYER
 
@@ -146,7 +152,7 @@ async def test_leaving_the_group_while_a_message_lands_stops_the_reader():
     with override_settings(CHANNEL_LAYERS=IN_MEMORY_LAYER):
         bus = ChannelLayerEventBus()
         async with bus.subscribe(TASK):
-            reader = bus._readers[TASK]
+            reader = bus._readers[group_name(TASK)]
             await asyncio.sleep(0)  # the group reader waits on its channel
             # A message lands on its channel in this very turn, as the last stream leaves.
             await bus.layer.send(reader.channel, _to_message(EVENT))
@@ -170,3 +176,35 @@ async def test_channel_layer_fan_out_joins_the_group_once():
             ]
             assert got == [EVENT, EVENT]
         assert bus.reader_count() == 0
+
+
+async def test_a_job_watching_for_cancel_hears_the_cancel_and_not_the_updates():
+    """A running job listens in the task's cancel group: only CANCELED is sent there too,
+    so the job's own updates do not come back to it through the channel layer."""
+    with override_settings(CHANNEL_LAYERS=IN_MEMORY_LAYER):
+        bus = ChannelLayerEventBus()
+        loop = asyncio.get_running_loop()
+        working = StoredEvent(TASK, 2, TaskState.WORKING, {"statusUpdate": {}})
+        canceled = StoredEvent(TASK, 3, TaskState.CANCELED, {"statusUpdate": {}})
+        async with bus.subscribe(TASK) as stream, bus.watch_cancel(TASK) as job:
+            assert bus.reader_count() == 2
+            assert set(bus.layer.groups) == {group_name(TASK), cancel_group_name(TASK)}
+            await bus._send(working)  # publish's part on the loop (publish is sync)
+            assert await stream.get_until(loop.time() + DEADLINE) == working
+            assert await job.get_until(loop.time() + 0.05) is None
+            await bus._send(canceled)
+            assert await job.get_until(loop.time() + DEADLINE) == canceled
+            assert await stream.get_until(loop.time() + DEADLINE) == canceled
+            assert await stream.get_until(loop.time() + 0.05) is None  # once, not twice
+        assert bus.reader_count() == 0
+        await wait_for(lambda: not bus.layer.groups)
+
+
+async def test_the_in_memory_bus_watches_for_cancel_with_the_task_events():
+    bus = InMemoryEventBus()
+    loop = asyncio.get_running_loop()
+    async with bus.watch_cancel(TASK) as job:
+        assert bus.subscriber_count(TASK) == 1
+        bus.publish(EVENT)
+        assert await job.get_until(loop.time() + DEADLINE) is EVENT
+    assert bus.subscriber_count(TASK) == 0
