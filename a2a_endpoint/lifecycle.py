@@ -28,6 +28,12 @@ class TaskState(enum.StrEnum):
     def is_interrupted(self) -> bool:
         return self in INTERRUPTED_STATES
 
+    @property
+    def is_settled(self) -> bool:
+        """Terminal or interrupted: where a blocking SendMessage returns (A2A §3.2.2) and
+        SendStreamingMessage closes."""
+        return self in TERMINAL_STATES or self in INTERRUPTED_STATES
+
 
 TERMINAL_STATES = frozenset(
     {TaskState.COMPLETED, TaskState.FAILED, TaskState.CANCELED, TaskState.REJECTED}

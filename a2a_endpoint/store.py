@@ -523,7 +523,7 @@ class TaskStore:
     def _recover(self, task: models.Task, *, retry: bool) -> bool:
         task.lease_expires_at = None
         task.job_id = ""
-        if TaskState(task.state).is_terminal or TaskState(task.state).is_interrupted:
+        if TaskState(task.state).is_settled:
             task.save(update_fields=["lease_expires_at", "job_id"])
             return False
         if retry:

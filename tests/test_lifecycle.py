@@ -27,6 +27,8 @@ def test_terminal_and_interrupted_sets_are_the_specs():
     assert INTERRUPTED_STATES == INTERRUPTED
     assert {state for state in TaskState if state.is_terminal} == TERMINAL
     assert {state for state in TaskState if state.is_interrupted} == INTERRUPTED
+    # Where a blocking send returns and SendStreamingMessage closes.
+    assert {state for state in TaskState if state.is_settled} == TERMINAL | INTERRUPTED
 
 
 def test_wire_names_are_the_proto_enum_names():

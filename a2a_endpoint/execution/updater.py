@@ -60,7 +60,7 @@ class TaskUpdater:
 
     def update_status(self, state: TaskState, content: Content | None = None) -> StoredEvent:
         event = self.store.update_status(self.task_id, state, self._message(content))
-        self.settled = state.is_terminal or state.is_interrupted
+        self.settled = state.is_settled
         return event
 
     def start_work(self, content: Content | None = None) -> StoredEvent:

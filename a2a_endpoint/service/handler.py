@@ -43,11 +43,6 @@ def _db(func: Any) -> Any:
     return sync_to_async(func, thread_sensitive=True)
 
 
-def _settled(state: TaskState) -> bool:
-    """Blocking SendMessage returns at a terminal or interrupted state (A2A §3.2.2)."""
-    return state.is_terminal or state.is_interrupted
-
-
 @dataclass(frozen=True, slots=True)
 class _Start:
     """Where a SendMessage left the task: a new one (with its first snapshot) or not."""
@@ -84,7 +79,7 @@ class RequestHandler:
             )
         else:
             # Subscribe before anything runs, so no update of the job can slip past the wait.
-            async with self.bus.subscribe(task_id) as updates:
+            async with self.bus.watch_settled(task_id) as updates:
                 start = await _db(self._start)(task_id, params, caller, tenant)
                 reply = await self._wait_on(start.task_id, updates)
         if reply is not None:
@@ -178,7 +173,7 @@ class RequestHandler:
         """``_wait`` on ``updates`` if they are this task's, else on a new subscription."""
         if updates.task_id == task_id:
             return await self._wait(task_id, updates)
-        async with self.bus.subscribe(task_id) as own:
+        async with self.bus.watch_settled(task_id) as own:
             return await self._wait(task_id, own)
 
     async def _wait(self, task_id: str, updates: Subscription) -> types.Message | None:
@@ -186,7 +181,7 @@ class RequestHandler:
         record = await _db(self.store.load)(task_id)
         if record is None:
             return None
-        if _settled(record.state):
+        if record.state.is_settled:
             # Settled before we looked (a fast agent, or a retried send): a task that was
             # answered with a direct Message is answered with it again (A2A §3.1.1).
             return await _db(self.store.direct_reply)(task_id)
@@ -195,7 +190,7 @@ class RequestHandler:
         while (event := await updates.get_until(deadline)) is not None:
             if "message" in event.payload:
                 return msgspec.convert(event.payload["message"], types.Message)
-            if _settled(event.state):
+            if event.state.is_settled:
                 break
         return None
 

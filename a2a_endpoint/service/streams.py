@@ -34,7 +34,7 @@ def at_terminal(event: StoredEvent) -> bool:
 
 def at_settled(event: StoredEvent) -> bool:
     """SendStreamingMessage also closes when the task waits for the client (interrupted)."""
-    return event.state.is_terminal or event.state.is_interrupted
+    return event.state.is_settled
 
 
 async def _next_batch(

@@ -1,8 +1,8 @@
 """The event bus: publishes stored task events to every listener of that task.
 
 ``InMemoryEventBus`` serves one process (any thread, any event loop); ``ChannelLayerEventBus``
-carries events between processes through a Channels layer (one group per task, and one for
-its cancellation). Channels is imported only here.
+carries events between processes through a Channels layer (one group per task, one for the
+events that settle it and one for its cancellation). Channels is imported only here.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from a2a_endpoint.lifecycle import TaskState
 from a2a_endpoint.store import StoredEvent
 
 GROUP_PREFIX = "a2a.task."
+SETTLED_GROUP_PREFIX = "a2a.settled."
 CANCEL_GROUP_PREFIX = "a2a.cancel."
 
 logger = logging.getLogger("a2a_endpoint.streaming")
@@ -27,6 +28,11 @@ logger = logging.getLogger("a2a_endpoint.streaming")
 
 def group_name(task_id: str) -> str:
     return f"{GROUP_PREFIX}{task_id}"
+
+
+def settled_group_name(task_id: str) -> str:
+    """The group of a task's blocking waits: only its settling events are sent there too."""
+    return f"{SETTLED_GROUP_PREFIX}{task_id}"
 
 
 def cancel_group_name(task_id: str) -> str:
@@ -63,6 +69,12 @@ class EventBus(ABC):
     @abstractmethod
     def subscribe(self, task_id: str) -> contextlib.AbstractAsyncContextManager[Subscription]:
         """Join the task's listeners; leaving the context frees everything at once."""
+
+    def watch_settled(self, task_id: str) -> contextlib.AbstractAsyncContextManager[Subscription]:
+        """What a blocking SendMessage waits on: at least the task's events that settle it
+        (``TaskState.is_settled``; a direct Message reply is COMPLETED). By default the
+        task's events; a bus may send it less."""
+        return self.subscribe(task_id)
 
     def watch_cancel(self, task_id: str) -> contextlib.AbstractAsyncContextManager[Subscription]:
         """What a running job listens to: at least the task's CANCELED event (the job
@@ -223,9 +235,12 @@ class ChannelLayerEventBus(EventBus):
     However many streams of a task a process serves, it joins the task's group once: one
     channel-layer message per process and event, fanned out locally (an in-memory bus).
 
-    A running job listens for CancelTask in the task's cancel group instead, which only the
-    CANCELED event is sent to as well: a job does not hear its own updates come back
-    through Redis (three round trips of the layer's receive for an echo).
+    Listeners that need only some events join a group of their own, which only those
+    events are sent to as well: a blocking SendMessage waits in the task's settled group,
+    a running job listens for CancelTask in its cancel group. Neither receives the job's
+    progress (each message received costs channels_redis four round trips to Redis), and
+    the job's updates find no member to send to in the task's group unless a stream
+    follows it.
     """
 
     #: Re-join the group this often: channels_redis forgets members after ``group_expiry``.
@@ -242,6 +257,7 @@ class ChannelLayerEventBus(EventBus):
         if self.layer is None:
             raise ValueError(f"No channel layer is configured under CHANNEL_LAYERS[{alias!r}]")
         self._local = InMemoryEventBus()
+        self._settled = InMemoryEventBus()
         self._cancels = InMemoryEventBus()
         self._readers: dict[str, _Reader] = {}  # by group name
         self._leaving: set[asyncio.Task[None]] = set()
@@ -254,11 +270,16 @@ class ChannelLayerEventBus(EventBus):
     async def _send(self, event: StoredEvent) -> None:
         message = _to_message(event)
         await self.layer.group_send(group_name(event.task_id), message)
+        if event.state.is_settled:
+            await self.layer.group_send(settled_group_name(event.task_id), message)
         if event.state is TaskState.CANCELED:
             await self.layer.group_send(cancel_group_name(event.task_id), message)
 
     def subscribe(self, task_id: str) -> contextlib.AbstractAsyncContextManager[Subscription]:
         return self._follow(group_name(task_id), task_id, self._local)
+
+    def watch_settled(self, task_id: str) -> contextlib.AbstractAsyncContextManager[Subscription]:
+        return self._follow(settled_group_name(task_id), task_id, self._settled)
 
     def watch_cancel(self, task_id: str) -> contextlib.AbstractAsyncContextManager[Subscription]:
         return self._follow(cancel_group_name(task_id), task_id, self._cancels)
@@ -340,6 +361,6 @@ class ChannelLayerEventBus(EventBus):
                 reader.local.publish(_from_message(message))
 
     def reader_count(self) -> int:
-        """Groups this process is in: one per task with local streams or waits, and one per
-        running job (its cancel watch)."""
+        """Groups this process is in: one per task with local streams, one per task with
+        blocking waits, and one per running job (its cancel watch)."""
         return len(self._readers)

@@ -26,7 +26,7 @@ import httpx
 import pytest
 import redis
 
-from a2a_endpoint.streaming.bus import cancel_group_name
+from a2a_endpoint.streaming.bus import cancel_group_name, settled_group_name
 from a2a_endpoint.testing import user_message
 from tests.integration.servers import run_django
 from tests.integration.sse import Frame, sse_frames
@@ -231,9 +231,9 @@ async def test_a_blocking_send_through_nginx_returns_the_task_the_worker_complet
     sending = asyncio.create_task(
         send(http, topology.nginx.base_url, text, topology, blocking=True)
     )
-    # The job is waiting at its gate; the web process is waiting on the task's channel-layer
-    # group, and the job's cancel watch is in the task's cancel group, not in that one (its
-    # own updates do not come back to it).
+    # The job is waiting at its gate; the web process waits in the task's settled group and
+    # the job's cancel watch in its cancel group: no one is in the task's group, so neither
+    # hears the job's progress come back through Redis.
     runs = await eventually(
         lambda: [run for run in topology.runs(None) if run.text == text], "the job to start"
     )
@@ -241,7 +241,8 @@ async def test_a_blocking_send_through_nginx_returns_the_task_the_worker_complet
     await eventually(
         lambda: topology.group_members(task_id, cancel_group_name) == 1, "the job's cancel watch"
     )
-    assert topology.group_members(task_id) == 1, "A alone in the task's group"
+    assert topology.group_members(task_id, settled_group_name) == 1, "A waiting"
+    assert topology.group_members(task_id) == 0
     assert not sending.done(), "a blocking send returned before the task settled"
 
     gate.touch()

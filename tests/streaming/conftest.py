@@ -41,10 +41,14 @@ def bus(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 def local_streams(task_id: str) -> int:
-    """Streams of this process subscribed to the task's events."""
+    """Listeners of this process to the task: streams, blocking waits and job watches."""
     event_bus = runtime.get_event_bus()
     if isinstance(event_bus, ChannelLayerEventBus):
-        event_bus = event_bus._local  # its streams subscribe to its in-process fan-out
+        # Each kind subscribes to the in-process fan-out of its own group.
+        return sum(
+            local.subscriber_count(task_id)
+            for local in (event_bus._local, event_bus._settled, event_bus._cancels)
+        )
     assert isinstance(event_bus, InMemoryEventBus)
     return event_bus.subscriber_count(task_id)
 

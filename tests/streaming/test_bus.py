@@ -16,6 +16,7 @@ from a2a_endpoint.streaming.bus import (
     _to_message,
     cancel_group_name,
     group_name,
+    settled_group_name,
 )
 from tests.service.builders import DEADLINE, wait_for
 from tests.streaming.conftest import IN_MEMORY_LAYER
@@ -200,11 +201,37 @@ async def test_a_job_watching_for_cancel_hears_the_cancel_and_not_the_updates():
         await wait_for(lambda: not bus.layer.groups)
 
 
-async def test_the_in_memory_bus_watches_for_cancel_with_the_task_events():
+@pytest.mark.parametrize("watch", ["watch_cancel", "watch_settled"])
+async def test_the_in_memory_bus_watches_with_the_task_events(watch):
     bus = InMemoryEventBus()
     loop = asyncio.get_running_loop()
-    async with bus.watch_cancel(TASK) as job:
+    async with getattr(bus, watch)(TASK) as listener:
         assert bus.subscriber_count(TASK) == 1
         bus.publish(EVENT)
-        assert await job.get_until(loop.time() + DEADLINE) is EVENT
+        assert await listener.get_until(loop.time() + DEADLINE) is EVENT
     assert bus.subscriber_count(TASK) == 0
+
+
+async def test_a_blocking_wait_hears_the_settling_events_and_not_the_progress():
+    """A blocking SendMessage waits in the task's settled group: the job's progress is sent
+    to the task's group only, a terminal or interrupted state to both."""
+    with override_settings(CHANNEL_LAYERS=IN_MEMORY_LAYER):
+        bus = ChannelLayerEventBus()
+        loop = asyncio.get_running_loop()
+        events = [
+            StoredEvent(TASK, 2, TaskState.WORKING, {"statusUpdate": {}}),
+            StoredEvent(TASK, 3, TaskState.WORKING, {"artifactUpdate": {}}),
+            StoredEvent(TASK, 4, TaskState.INPUT_REQUIRED, {"statusUpdate": {}}),
+            StoredEvent(TASK, 5, TaskState.WORKING, {"statusUpdate": {}}),
+            StoredEvent(TASK, 6, TaskState.COMPLETED, {"message": {}}),
+        ]
+        async with bus.subscribe(TASK) as stream, bus.watch_settled(TASK) as wait:
+            assert set(bus.layer.groups) == {group_name(TASK), settled_group_name(TASK)}
+            for event in events:
+                await bus._send(event)
+            got = [await stream.get_until(loop.time() + DEADLINE) for _ in events]
+            assert got == events
+            settled = [await wait.get_until(loop.time() + DEADLINE) for _ in range(2)]
+            assert [event.seq for event in settled if event] == [4, 6]
+            assert await wait.get_until(loop.time() + 0.05) is None
+        await wait_for(lambda: not bus.layer.groups)

@@ -10,7 +10,12 @@ import pytest
 from django.core.handlers.asgi import ASGIHandler
 
 from a2a_endpoint.execution import runtime
-from a2a_endpoint.streaming.bus import ChannelLayerEventBus, group_name
+from a2a_endpoint.streaming.bus import (
+    ChannelLayerEventBus,
+    cancel_group_name,
+    group_name,
+    settled_group_name,
+)
 from a2a_endpoint.testing import jsonrpc_request, parse_sse, user_message
 from tests.asgi_client import http_scope
 from tests.service.builders import DEADLINE, poll_task, wait_for
@@ -29,11 +34,15 @@ def new_tasks(before: set[asyncio.Task[Any]]) -> set[asyncio.Task[Any]]:
 
 
 def group_members(task_id: str) -> int:
-    """Channels in the task's channel-layer group (the in-memory layer's own bookkeeping)."""
+    """Channels in the task's channel-layer groups (the in-memory layer's own bookkeeping)."""
     event_bus = runtime.get_event_bus()
     if not isinstance(event_bus, ChannelLayerEventBus):
         return 0
-    return len(event_bus.layer.groups.get(group_name(task_id), {}))
+    groups = event_bus.layer.groups
+    return sum(
+        len(groups.get(group(task_id), {}))
+        for group in (group_name, settled_group_name, cancel_group_name)
+    )
 
 
 async def assert_all_freed(task_id: str, before: set[asyncio.Task[Any]]) -> None:
