@@ -7,13 +7,14 @@ other database) builds the same value from three ORM queries. Every field must a
 
 from __future__ import annotations
 
+import threading
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
 import msgspec
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -22,7 +23,7 @@ from a2a_endpoint.errors import TaskNotFoundError
 from a2a_endpoint.lifecycle import TaskState
 from a2a_endpoint.store import TaskStore, _read_cursor
 from a2a_endpoint.testing import user_message
-from tests.service.builders import agent_message
+from tests.service.builders import DEADLINE, agent_message
 
 pytestmark = [
     pytest.mark.django_db,
@@ -345,3 +346,84 @@ def test_other_databases_read_the_same_values_through_the_orm(monkeypatch, histo
         )
     assert len(queries) > 3 + 1 + 2  # the ORM path ran: 3 + 3 (in a transaction) + 4
     assert msgspec.to_builtins(through_orm) == msgspec.to_builtins(one_statement)
+
+
+# --- the locking read of every write -------------------------------------------------------
+
+
+def test_the_locked_row_is_the_orm_row():
+    """``_locked`` and ``_visible(lock=True)`` read the row with one written-out statement on
+    PostgreSQL: every field is the value the ORM's ``select_for_update`` reads."""
+    store = TaskStore()
+    task_id = rich_task(store)
+    models.Task.objects.filter(pk=task_id).update(
+        job_id="job-1", job_position=1, lease_expires_at=timezone.now()
+    )
+    names = [field.attname for field in models.Task._meta.concrete_fields]
+    with transaction.atomic():
+        expected = models.Task.objects.select_for_update().get(pk=task_id)
+        with CaptureQueriesContext(connection) as queries:
+            locked = store._locked(task_id)
+            visible = store._visible(task_id.upper(), "user:7", "acme", lock=True)
+        assert all("FOR UPDATE" in query["sql"] for query in queries)
+    for task in (locked, visible):
+        assert isinstance(task, models.Task)
+        assert task._state.adding is False
+        assert task._state.db == "default"
+        assert {name: getattr(task, name) for name in names} == {
+            name: getattr(expected, name) for name in names
+        }
+    assert locked.metadata == {"project": {"id": 3, "tags": ["a", "b"]}}
+    assert locked.status_message["parts"] == [{"text": "which one?"}]
+
+
+@pytest.mark.parametrize(("owner", "tenant"), [("user:8", "acme"), ("user:7", "")])
+def test_a_locked_read_of_another_callers_task_is_not_found(owner, tenant):
+    store = TaskStore()
+    task_id = rich_task(store)
+    with transaction.atomic(), pytest.raises(TaskNotFoundError):
+        store._visible(task_id, owner, tenant, lock=True)
+    with transaction.atomic(), pytest.raises(TaskNotFoundError):
+        store._locked("4b7c1b6e-0000-4000-8000-000000000000")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_write_holds_the_row_lock_until_it_commits():
+    """Concurrent writers of a task serialize on its row: while one holds ``_locked``, another
+    connection cannot lock the row (NOWAIT fails at once); after its commit it can."""
+    store = TaskStore()
+    task_id = store.create_task(
+        owner="anonymous",
+        tenant="",
+        context_id="ctx",
+        message=msgspec.convert(user_message("hi"), types.Message),
+    ).id
+    locked, release = threading.Event(), threading.Event()
+
+    def writer() -> None:
+        try:
+            with transaction.atomic():
+                store._locked(task_id)
+                locked.set()
+                release.wait(DEADLINE)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        assert locked.wait(DEADLINE)
+        with (
+            pytest.raises(OperationalError, match="could not obtain lock"),
+            transaction.atomic(),
+            connection.cursor() as cursor,
+        ):
+            cursor.execute(
+                "SELECT 1 FROM a2a_endpoint_task WHERE id = %s FOR UPDATE NOWAIT", [task_id]
+            )
+    finally:
+        release.set()
+        thread.join(DEADLINE)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM a2a_endpoint_task WHERE id = %s FOR UPDATE NOWAIT", [task_id])
+        assert cursor.fetchone() == (1,)
