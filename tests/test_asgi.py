@@ -27,6 +27,7 @@ from tests.urls import urlpatterns as test_urlpatterns
 _marks = threading.local()
 _counter = itertools.count(1)
 _gate: dict[str, threading.Barrier | threading.Event] = {}
+_threads: set[threading.Thread] = set()  # the threads barrier_view ran on
 
 
 def _mark() -> int:
@@ -42,6 +43,7 @@ def thread_view(request: HttpRequest) -> HttpResponse:
 def barrier_view(request: HttpRequest) -> HttpResponse:
     """Returns once as many requests as the barrier's parties are inside it at once."""
     _gate["barrier"].wait()
+    _threads.add(threading.current_thread())
     return HttpResponse(str(_mark()))
 
 
@@ -68,10 +70,6 @@ async def marks(app, route: str, count: int) -> list[int]:
     answers = await asyncio.gather(*(asgi_request(app, route, method="GET") for _ in range(count)))
     assert [answer.status for answer in answers] == [200] * count, answers
     return [int(answer.body) for answer in answers]
-
-
-def request_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith("a2a-request")]
 
 
 def wait_until(condition, timeout: float = 5.0) -> None:
@@ -107,11 +105,14 @@ async def test_concurrent_requests_each_have_their_own_thread():
 async def test_idle_threads_beyond_the_limit_end():
     handler = ASGIHandler()
     handler.max_idle_threads = 1
-    before = len(request_threads())
+    # This test's own threads (those of earlier tests' handlers may end meanwhile).
+    _threads.clear()
     _gate["barrier"] = threading.Barrier(3, timeout=5)
     await marks(handler, "/barrier/", 3)
     assert len(handler._idle) == 1
-    await asyncio.to_thread(wait_until, lambda: len(request_threads()) == before + 1)
+    assert len(_threads) == 3
+    assert all(thread.name.startswith("a2a-request") for thread in _threads)
+    await asyncio.to_thread(wait_until, lambda: sum(t.is_alive() for t in _threads) == 1)
 
 
 async def test_a_cancelled_request_does_not_give_its_thread_back():
