@@ -45,6 +45,14 @@ def wire(task: types.Task) -> dict[str, Any]:
     return msgspec.to_builtins(task)
 
 
+def bare_task(
+    store: TaskStore, text: str, owner: str = "user:7", tenant: str = "acme", context: str = "ctx"
+) -> str:
+    """A new SUBMITTED task whose history is one user message; its id."""
+    message = msgspec.convert(user_message(text), types.Message)
+    return store.create_task(owner=owner, tenant=tenant, context_id=context, message=message).id
+
+
 def rich_task(store: TaskStore) -> str:
     """A task using every stored field: metadata, a status message, artifacts of all kinds."""
     first = msgspec.convert(
@@ -109,14 +117,9 @@ def test_get_task_equals_the_orm_snapshot(history_length):
 @pytest.mark.parametrize("history_length", HISTORY_LENGTHS)
 def test_a_bare_task_equals_the_orm_snapshot(history_length):
     store = TaskStore()
-    record = store.create_task(
-        owner="anonymous",
-        tenant="",
-        context_id="ctx",
-        message=msgspec.convert(user_message("hi"), types.Message),
-    )
-    task = store.get_task(record.id, "anonymous", "", history_length=history_length)
-    assert wire(task) == wire(orm_snapshot(record.id, history_length))
+    task_id = bare_task(store, "hi", owner="anonymous", tenant="")
+    task = store.get_task(task_id, "anonymous", "", history_length=history_length)
+    assert wire(task) == wire(orm_snapshot(task_id, history_length))
     assert task.artifacts == []
     assert task.status.state is TaskState.SUBMITTED
     assert task.metadata is None
@@ -173,14 +176,7 @@ def test_list_tasks_pages_equal_the_orm_snapshots(history_length, include_artifa
     """ListTasks reads each page's lists in the page query; the ORM path agrees task by task."""
     store = TaskStore()
     ids = {rich_task(store) for _ in range(3)}
-    for n in range(3):
-        record = store.create_task(
-            owner="user:7",
-            tenant="acme",
-            context_id=f"ctx-{n}",
-            message=msgspec.convert(user_message(f"bare {n}"), types.Message),
-        )
-        ids.add(record.id)
+    ids |= {bare_task(store, f"bare {n}", context=f"ctx-{n}") for n in range(3)}
     request = types.ListTasksRequest(
         page_size=4, history_length=history_length, include_artifacts=include_artifacts
     )
@@ -227,25 +223,15 @@ def listed_tasks(store: TaskStore) -> list[str]:
     base = timezone.now() - timedelta(hours=1)
     states = [TaskState.WORKING, TaskState.COMPLETED, TaskState.INPUT_REQUIRED]
     for n in range(8):
-        record = store.create_task(
-            owner="user:7",
-            tenant="acme",
-            context_id=f"ctx-{n % 2}",
-            message=msgspec.convert(user_message(f"task {n}"), types.Message),
-        )
+        task_id = bare_task(store, f"task {n}", context=f"ctx-{n % 2}")
         if n % 4:
-            store.update_status(record.id, states[n % 3], agent_message(f"now {n}"))
-        models.Task.objects.filter(pk=record.id).update(
+            store.update_status(task_id, states[n % 3], agent_message(f"now {n}"))
+        models.Task.objects.filter(pk=task_id).update(
             status_timestamp=base + timedelta(seconds=n // 2)
         )
-        ids.append(record.id)
+        ids.append(task_id)
     for owner, tenant in [("user:8", "acme"), ("user:7", "")]:
-        store.create_task(
-            owner=owner,
-            tenant=tenant,
-            context_id="ctx-0",
-            message=msgspec.convert(user_message("not yours"), types.Message),
-        )
+        bare_task(store, "not yours", owner=owner, tenant=tenant, context="ctx-0")
     newest_first = models.Task.objects.filter(pk__in=ids).order_by("-status_timestamp", "-id")
     return [str(task_id) for task_id in newest_first.values_list("id", flat=True)]
 
@@ -392,12 +378,7 @@ def test_a_write_holds_the_row_lock_until_it_commits():
     """Concurrent writers of a task serialize on its row: while one holds ``_locked``, another
     connection cannot lock the row (NOWAIT fails at once); after its commit it can."""
     store = TaskStore()
-    task_id = store.create_task(
-        owner="anonymous",
-        tenant="",
-        context_id="ctx",
-        message=msgspec.convert(user_message("hi"), types.Message),
-    ).id
+    task_id = bare_task(store, "hi", owner="anonymous", tenant="")
     locked, release = threading.Event(), threading.Event()
 
     def writer() -> None:
