@@ -894,7 +894,7 @@ def _list_sql(filters: _ListFilters, cursor: bool, artifacts: bool) -> str:
     )
     return f"""
         SELECT {_TASK_COLUMNS}, {history}, {artifact_list if artifacts else "NULL"},
-            (SELECT COUNT(*) FROM {table} c WHERE {filters.where("c")})
+            ({_count_sql(filters)})
         FROM {table} t
         WHERE {filters.where("t")}{keyset}
         ORDER BY t.status_timestamp DESC, t.id DESC
@@ -904,7 +904,8 @@ def _list_sql(filters: _ListFilters, cursor: bool, artifacts: bool) -> str:
 
 @functools.cache
 def _count_sql(filters: _ListFilters) -> str:
-    """PostgreSQL: ListTasks' ``totalSize`` alone (for a page past the last task)."""
+    """PostgreSQL: ListTasks' ``totalSize`` (in the page's statement, or alone for a page
+    past the last task)."""
     table = connection.ops.quote_name(models.Task._meta.db_table)
     return f"SELECT COUNT(*) FROM {table} c WHERE {filters.where('c')}"
 
@@ -914,10 +915,10 @@ def _lock_row(key: uuid.UUID, owner: str | None = None, tenant: str = "") -> mod
     ``owner`` is given) as one written-out statement, the row made a model as the ORM does.
 
     Each write of a job locks its task row first (an echo job four times): building that
-    query with the ORM took about twice the CPU of running it. ``tests/test_store.py``
+    query with the ORM took about twice the CPU of running it. ``tests/test_store_snapshot.py``
     checks that every field equals the ORM's read and that the row is really locked.
     """
-    sql, fields, names = _lock_sql(owner is not None)
+    sql, decoders, names = _lock_sql(owner is not None)
     params: list[Any] = [key] if owner is None else [key, owner, tenant]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -925,21 +926,23 @@ def _lock_row(key: uuid.UUID, owner: str | None = None, tenant: str = "") -> mod
     if row is None:
         return None
     values = [
-        field.from_db_value(value, None, connection) if hasattr(field, "from_db_value") else value
-        for field, value in zip(fields, row, strict=True)
+        value if decode is None else decode(value, None, connection)
+        for decode, value in zip(decoders, row, strict=True)
     ]
     return models.Task.from_db(connection.alias, names, values)
 
 
 @functools.cache
 def _lock_sql(visible: bool) -> tuple[str, list[Any], list[str]]:
-    """The locking read of every column of a task row; its fields and their attnames."""
+    """The locking read of every column of a task row; each column's ``from_db_value``
+    (the JSON fields decode their text; None: the value is used as read) and attname."""
     fields = list(models.Task._meta.concrete_fields)
     columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
     owner = " AND owner = %s AND tenant = %s" if visible else ""
     table = connection.ops.quote_name(models.Task._meta.db_table)
     sql = f"SELECT {columns} FROM {table} WHERE id = %s{owner} FOR UPDATE"
-    return sql, fields, [field.attname for field in fields]
+    decoders = [getattr(field, "from_db_value", None) for field in fields]
+    return sql, decoders, [field.attname for field in fields]
 
 
 def _make_cursor(status_timestamp: datetime, task_id: uuid.UUID) -> str:

@@ -466,8 +466,9 @@ class Topology:
         return [(row["seq"], row["payload"]) for row in rows]
 
     def group_members(self, task_id: str, group: Callable[[str], str] = group_name) -> int:
-        """How many channels are in the task's channel-layer group (one per process), or in
-        its cancel group with ``group=cancel_group_name`` (one per running job)."""
+        """How many channels are in the task's channel-layer group (one per process with
+        streams), or in another of its groups: ``settled_group_name`` (one per process with
+        blocking waits), ``cancel_group_name`` (one per running job)."""
         prefix = channel_layer_prefix(self.env["A2A_IT_REDIS_PREFIX"])
         with redis.Redis.from_url(self.env["REDIS_URL"]) as client:
             return client.zcard(f"{prefix}:group:{group(task_id)}")
