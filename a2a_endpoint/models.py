@@ -18,6 +18,8 @@ class Task(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     context_id = models.CharField(_("context id"), max_length=255)
+    # On PostgreSQL a trigger of migration 0003 names owner and tenant: altering either
+    # column's type needs that trigger dropped first (see the migration).
     owner = models.CharField(_("owner"), max_length=255, help_text=_("The caller who owns it."))
     tenant = models.CharField(_("tenant"), max_length=255, blank=True, default="")
     origin_message_id = models.CharField(

@@ -595,15 +595,16 @@ class TaskStore:
         where = [owner, tenant, *(value for value in optional if value is not None)]
         keyset = [cursor[0], cursor[0], cursor[1]] if cursor is not None else []
         params = [request.history_length, *where, *where, *keyset, page_size + 1]
+        counted = task_counts_kept()
         with connection.cursor() as db:
-            db.execute(_list_sql(filters, cursor is not None, include_artifacts), params)
+            db.execute(_list_sql(filters, counted, cursor is not None, include_artifacts), params)
             rows = db.fetchall()
             if rows:
                 total = rows[0][-1]
             elif cursor is None:
                 total = 0  # no page without a cursor: nothing matches
             else:  # a page past the end still reports the total
-                db.execute(_count_sql(filters), where)
+                db.execute(_count_sql(filters, counted), where)
                 total = db.fetchone()[0]
         tasks = [_row_task(*row[:-1]) for row in rows[:page_size]]
         next_page_token = ""
@@ -844,6 +845,78 @@ class _ListFilters(NamedTuple):
         return " AND ".join(conditions)
 
 
+_NO_FILTERS = _ListFilters(context=False, state=False, after=False)
+
+
+#: PostgreSQL: each caller's number of tasks, kept by the triggers of migration 0003.
+TASK_COUNT_TABLE = "a2a_endpoint_task_count"
+
+#: (connection alias, database name) → whether that database keeps the counts.
+_counts_found: dict[tuple[str, str], bool] = {}
+
+
+def task_counts_kept() -> bool:
+    """Whether the PostgreSQL database of ``connection`` keeps the task counts.
+
+    Migration 0003 creates the table and its triggers together. A database built without
+    migrations (pytest-django's ``--nomigrations``) has neither, and ListTasks counts there.
+    Looked up once per database and process; a migration run clears what was found.
+    """
+    key = (connection.alias, str(connection.settings_dict["NAME"]))
+    found = _counts_found.get(key)
+    if found is None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [TASK_COUNT_TABLE])
+            found = _counts_found[key] = bool(cursor.fetchone()[0])
+    return found
+
+
+def forget_task_counts(**kwargs: Any) -> None:
+    """Look the task counts up again (a ``post_migrate`` receiver: apps.py)."""
+    _counts_found.clear()
+
+
+#: Each caller whose kept count differs from its number of tasks: (owner, tenant, kept,
+#: counted). One statement: both sides are read in one snapshot.
+_WRONG_COUNTS_SQL = f"""
+    SELECT owner, tenant, COALESCE(k.tasks, 0), COALESCE(c.tasks, 0)
+    FROM (SELECT owner, tenant, SUM(tasks)::bigint AS tasks FROM {TASK_COUNT_TABLE}
+          GROUP BY owner, tenant) k
+    FULL JOIN (SELECT owner, tenant, COUNT(*) AS tasks FROM a2a_endpoint_task
+               GROUP BY owner, tenant) c USING (owner, tenant)
+    WHERE COALESCE(k.tasks, 0) <> COALESCE(c.tasks, 0)
+    ORDER BY owner, tenant
+"""
+
+
+def wrong_task_counts() -> list[tuple[str, str, int, int]]:
+    """PostgreSQL: each caller whose kept task count is wrong, as (owner, tenant, kept,
+    counted). Triggers keep the counts, so this is empty unless they were bypassed (a
+    replica applying changes with ``session_replication_role = replica``, triggers disabled
+    by hand, a restore of one table without the other)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_WRONG_COUNTS_SQL)
+        return [(owner, tenant, int(kept), counted) for owner, tenant, kept, counted in cursor]
+
+
+def recount_tasks() -> list[tuple[str, str, int, int]]:
+    """PostgreSQL: count every caller's tasks again and keep those counts (one row each).
+
+    Writers of tasks wait while it runs (about 0.4 s a million tasks), readers do not.
+    Returns what ``wrong_task_counts`` found, in the same transaction.
+    """
+    table = connection.ops.quote_name(TASK_COUNT_TABLE)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("LOCK TABLE a2a_endpoint_task IN SHARE ROW EXCLUSIVE MODE")
+        wrong = wrong_task_counts()
+        cursor.execute(f"DELETE FROM {table}")
+        cursor.execute(
+            f"INSERT INTO {table} (owner, tenant, slot, tasks) "
+            "SELECT owner, tenant, 0, COUNT(*) FROM a2a_endpoint_task GROUP BY owner, tenant"
+        )
+    return wrong
+
+
 @functools.cache
 def _lists_sql(task: str) -> tuple[str, str]:
     """PostgreSQL subqueries of the task row ``task`` (an alias or the quoted table name):
@@ -878,7 +951,7 @@ def _snapshot_sql() -> str:
 
 
 @functools.cache
-def _list_sql(filters: _ListFilters, cursor: bool, artifacts: bool) -> str:
+def _list_sql(filters: _ListFilters, counted: bool, cursor: bool, artifacts: bool) -> str:
     """PostgreSQL: a ListTasks page, newest first, with each task's lists and the total.
 
     Parameters: the history window, the filters twice (the total, then the page), the
@@ -894,7 +967,7 @@ def _list_sql(filters: _ListFilters, cursor: bool, artifacts: bool) -> str:
     )
     return f"""
         SELECT {_TASK_COLUMNS}, {history}, {artifact_list if artifacts else "NULL"},
-            ({_count_sql(filters)})
+            ({_count_sql(filters, counted)})
         FROM {table} t
         WHERE {filters.where("t")}{keyset}
         ORDER BY t.status_timestamp DESC, t.id DESC
@@ -903,9 +976,17 @@ def _list_sql(filters: _ListFilters, cursor: bool, artifacts: bool) -> str:
 
 
 @functools.cache
-def _count_sql(filters: _ListFilters) -> str:
+def _count_sql(filters: _ListFilters, counted: bool) -> str:
     """PostgreSQL: ListTasks' ``totalSize`` (in the page's statement, or alone for a page
-    past the last task)."""
+    past the last task). Parameters: owner, tenant and the filters set.
+
+    Without filters, and where the database keeps the counts (``counted``), it is the sum of
+    the caller's rows in the table that triggers keep (migration 0003): at most 16 rows,
+    where ``COUNT(*)`` reads an index entry per task. Filtered totals are counted.
+    """
+    if counted and filters == _NO_FILTERS:
+        table = connection.ops.quote_name(TASK_COUNT_TABLE)
+        return f"SELECT COALESCE(SUM(c.tasks), 0)::bigint FROM {table} c WHERE {filters.where('c')}"
     table = connection.ops.quote_name(models.Task._meta.db_table)
     return f"SELECT COUNT(*) FROM {table} c WHERE {filters.where('c')}"
 

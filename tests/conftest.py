@@ -10,8 +10,20 @@ from asgiref.sync import SyncToAsync
 from django.db import connections
 from django.test import AsyncClient
 
+from a2a_endpoint import store
 from a2a_endpoint.execution import runtime
 from a2a_endpoint.testing import jsonrpc_request
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """The test database, and whether it keeps the task counts looked up now.
+
+    A process looks that up at its first ListTasks (``store.task_counts_kept``): done here, the
+    tests that count a ListTasks' statements see the same ones whichever test runs first.
+    """
+    with django_db_blocker.unblock():
+        store.task_counts_kept()
 
 
 @pytest.fixture(autouse=True)
