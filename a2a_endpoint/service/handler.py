@@ -81,7 +81,10 @@ class RequestHandler:
             # Subscribe before anything runs, so no update of the job can slip past the wait.
             async with self.bus.watch_settled(task_id) as updates:
                 start = await _db(self._start)(task_id, params, caller, tenant)
-                reply = await self._wait_on(start.task_id, updates)
+                if start.new:  # subscribed before the task existed: every event is to come
+                    reply = await self._wait(start.task_id, updates, look_first=False)
+                else:
+                    reply = await self._wait_on(start.task_id, updates)
         if reply is not None:
             return types.SendMessageResponse(message=reply)
         task = start.snapshot or await _db(self.store.get_task)(
@@ -176,15 +179,23 @@ class RequestHandler:
         async with self.bus.watch_settled(task_id) as own:
             return await self._wait(task_id, own)
 
-    async def _wait(self, task_id: str, updates: Subscription) -> types.Message | None:
-        """Wait for a settled state (or a direct Message reply) until BLOCKING_TIMEOUT."""
-        record = await _db(self.store.load)(task_id)
-        if record is None:
-            return None
-        if record.state.is_settled:
-            # Settled before we looked (a fast agent, or a retried send): a task that was
-            # answered with a direct Message is answered with it again (A2A §3.1.1).
-            return await _db(self.store.direct_reply)(task_id)
+    async def _wait(
+        self, task_id: str, updates: Subscription, *, look_first: bool = True
+    ) -> types.Message | None:
+        """Wait for a settled state (or a direct Message reply) until BLOCKING_TIMEOUT.
+
+        ``look_first``: the task may have settled before ``updates`` began (a retried send, a
+        continued task), so read its state first. A new task's subscription began before
+        the task was stored, so every event of its job comes through ``updates``.
+        """
+        if look_first:
+            record = await _db(self.store.load)(task_id)
+            if record is None:
+                return None
+            if record.state.is_settled:
+                # Settled before we looked (a fast agent, or a retried send): a task that was
+                # answered with a direct Message is answered with it again (A2A §3.1.1).
+                return await _db(self.store.direct_reply)(task_id)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + float(app_settings.BLOCKING_TIMEOUT)
         while (event := await updates.get_until(deadline)) is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 
 import pytest
@@ -107,6 +108,29 @@ async def test_only_a_blocking_send_subscribes_to_its_task(rpc, monkeypatch):
     blocking = (await send(rpc, "echo slow"))["task"]
     assert blocking["status"]["state"] == COMPLETED
     assert subscribed == [blocking["id"]]
+
+
+async def test_a_blocking_send_of_a_new_task_only_waits(rpc, monkeypatch):
+    """Its subscription began before the task existed, so it does not read the task's state
+    before waiting (the job's own reads run on the backend's threads); a send that may find
+    its task settled already (a retry) does."""
+    store = runtime.get_store()
+    looked: list[str] = []
+    load = store.load
+
+    def spy(task_id: str):
+        if not threading.current_thread().name.startswith(("a2a-agent", "a2a-inline")):
+            looked.append(task_id)
+        return load(task_id)
+
+    monkeypatch.setattr(store, "load", spy)
+    message = user_message("echo once")
+    first = (await rpc.result("SendMessage", {"message": message}))["task"]
+    assert first["status"]["state"] == COMPLETED
+    assert looked == []
+    again = (await rpc.result("SendMessage", {"message": message}))["task"]
+    assert again == first
+    assert looked == [first["id"]]
 
 
 @pytest.mark.parametrize("length", [1, 3, 10])
