@@ -64,6 +64,15 @@ class TaskRecord:
     metadata: dict[str, Any] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ClaimedJob:
+    """What a job's claim read under the task's row lock: the task and its whole history,
+    all an agent's context needs (no second read of either when the job starts)."""
+
+    record: TaskRecord
+    history: list[types.Message]
+
+
 Publisher = Callable[[StoredEvent], None]
 
 
@@ -440,26 +449,36 @@ class TaskStore:
 
     # --- leased jobs (out-of-process workers: execution.jobs) -----------------------------
 
-    def claim_job(self, task_id: str, job_id: str, lease: float) -> bool:
-        """Claim the newest user message of the task for ``job_id``, under a lease.
+    def claim_job(self, task_id: str, job_id: str, lease: float) -> ClaimedJob | None:
+        """Claim the newest user message of the task for ``job_id``, under a lease; the
+        task and its history as they were claimed.
 
-        False when there is nothing to run: the task is terminal, or this message was
+        None when there is nothing to run: the task is terminal, or this message was
         claimed before (by a running job, a finished one, or a lost one).
         """
         with transaction.atomic():
             task = self._locked(task_id)
             if TaskState(task.state).is_terminal:
-                return False
-            position = self._newest_user_position(task) + 1
+                return None
+            # The whole history: its newest user message is the one to claim, and the
+            # agent's context is built from it.
+            rows = list(
+                models.Message.objects.filter(task_id=task.pk)
+                .order_by("position")
+                .values_list("position", "role", "payload")
+            )
+            user = types.Role.USER.value
+            position = max((row[0] for row in rows if row[1] == user), default=-1) + 1
             if task.job_position >= position:
                 # Claimed before: a duplicate or redelivered job. If its job was lost, the
                 # lapsed lease is the sweeper's to retry or fail (recover_lost_jobs).
-                return False
+                return None
             task.job_position = position
             task.job_id = job_id
             task.lease_expires_at = timezone.now() + timedelta(seconds=lease)
             task.save(update_fields=["job_position", "job_id", "lease_expires_at"])
-        return True
+        history = [msgspec.convert(payload, types.Message) for _, _, payload in rows]
+        return ClaimedJob(_record(task), history)
 
     def renew_job(self, task_id: str, job_id: str, lease: float) -> TaskState | None:
         """Extend the lease of a running job; returns the task state (None: not its job)."""
@@ -541,15 +560,6 @@ class TaskStore:
         )
         self._change_status(task, TaskState.FAILED, message)
         return False
-
-    def _newest_user_position(self, task: models.Task) -> int:
-        position = (
-            task.messages.filter(role=types.Role.USER.value)
-            .order_by("-position")
-            .values_list("position", flat=True)
-            .first()
-        )
-        return position if position is not None else -1
 
     # --- internals ----------------------------------------------------------------------
 

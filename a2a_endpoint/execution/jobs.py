@@ -85,13 +85,14 @@ async def run_leased_job(task_id: str, job_id: str, store: TaskStore, bus: Event
 
     Returns False when there was nothing to do (claimed elsewhere, finished, or terminal).
     """
-    if not await in_thread(store.claim_job)(task_id, job_id, lease_seconds()):
+    claimed = await in_thread(store.claim_job)(task_id, job_id, lease_seconds())
+    if claimed is None:
         logger.info(
             "Job %s for task %s: nothing to do (already claimed or finished)", job_id, task_id
         )
         return False
     cancel = _CancelSignal()
-    job = asyncio.create_task(run_task(task_id, store, cancel.event))
+    job = asyncio.create_task(run_task(task_id, store, cancel.event, claimed))
     helpers = [
         asyncio.create_task(_heartbeat(store, task_id, job_id, cancel)),
         asyncio.create_task(_watch_cancel(bus, task_id, cancel)),

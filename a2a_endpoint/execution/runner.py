@@ -14,7 +14,7 @@ from a2a_endpoint.execution.context import RequestContext
 from a2a_endpoint.execution.executor import AgentError, AgentExecutor
 from a2a_endpoint.execution.updater import TaskUpdater
 from a2a_endpoint.lifecycle import TaskState
-from a2a_endpoint.store import TaskStore, in_thread
+from a2a_endpoint.store import ClaimedJob, TaskStore, in_thread
 
 logger = logging.getLogger("a2a_endpoint.execution")
 
@@ -22,12 +22,18 @@ FAILED_MESSAGE = "The agent failed while working on this task."
 
 
 def _build_context(
-    store: TaskStore, task_id: str, cancel_event: threading.Event
+    store: TaskStore,
+    task_id: str,
+    cancel_event: threading.Event,
+    claimed: ClaimedJob | None = None,
 ) -> RequestContext | None:
-    record = store.load(task_id)
-    if record is None or record.state.is_terminal:
-        return None  # canceled (or finished) before the job started: nothing to do
-    history = store.history(task_id)
+    if claimed is not None:  # read by the job's claim, under the task's row lock
+        record, history = claimed.record, claimed.history
+    else:
+        record = store.load(task_id)
+        if record is None or record.state.is_terminal:
+            return None  # canceled (or finished) before the job started: nothing to do
+        history = store.history(task_id)
     incoming = next(m for m in reversed(history) if m.role.value == "ROLE_USER")
     return RequestContext(
         task_id=record.id,
@@ -61,11 +67,21 @@ def _fail(updater: TaskUpdater, exc: BaseException) -> None:
 
 
 async def run_task(
-    task_id: str, store: TaskStore, cancel_event: threading.Event | None = None
+    task_id: str,
+    store: TaskStore,
+    cancel_event: threading.Event | None = None,
+    claimed: ClaimedJob | None = None,
 ) -> None:
-    """Execute the configured agent for ``task_id``; failures end as TASK_STATE_FAILED."""
+    """Execute the configured agent for ``task_id``; failures end as TASK_STATE_FAILED.
+
+    ``claimed``: what a leased job's claim read (``TaskStore.claim_job``), which the
+    agent's context is built from; without it the task is read first.
+    """
     cancel_event = cancel_event or threading.Event()
-    context = await in_thread(_build_context)(store, task_id, cancel_event)
+    if claimed is not None:
+        context = _build_context(store, task_id, cancel_event, claimed)
+    else:
+        context = await in_thread(_build_context)(store, task_id, cancel_event)
     if context is None:
         return
     updater = TaskUpdater(store, context)

@@ -6,12 +6,16 @@ from datetime import timedelta
 
 import msgspec
 import pytest
+from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from a2a_endpoint import models, types
+from a2a_endpoint.execution.jobs import run_leased_job
 from a2a_endpoint.lifecycle import TaskState
 from a2a_endpoint.store import TaskStore
+from a2a_endpoint.streaming.bus import InMemoryEventBus
 from a2a_endpoint.testing import user_message
+from tests.service.builders import agent_message
 
 pytestmark = [pytest.mark.django_db]
 
@@ -21,8 +25,8 @@ def store() -> TaskStore:
     return TaskStore()
 
 
-def new_task(store: TaskStore) -> str:
-    message = msgspec.convert(user_message("hi"), types.Message)
+def new_task(store: TaskStore, text: str = "hi") -> str:
+    message = msgspec.convert(user_message(text), types.Message)
     return store.create_task(owner="o", tenant="", context_id="c", message=message).id
 
 
@@ -59,6 +63,47 @@ def test_a_new_user_message_can_be_claimed_by_the_next_job(store):
     answer = msgspec.convert(user_message("Ada"), types.Message)
     store.continue_task(task_id, "o", "", answer)
     assert store.claim_job(task_id, "job-2", 30)
+
+
+def test_a_claim_reads_the_task_and_its_whole_history(store):
+    task_id = new_task(store)
+    assert store.claim_job(task_id, "job-1", 30)
+    store.update_status(task_id, TaskState.INPUT_REQUIRED, agent_message("Your name?"))
+    store.release_job(task_id, "job-1")
+    store.continue_task(task_id, "o", "", msgspec.convert(user_message("Ada"), types.Message))
+    claimed = store.claim_job(task_id, "job-2", 30)
+    assert claimed.record == store.load(task_id)
+    assert claimed.history == store.history(task_id)
+    assert [message.role for message in claimed.history] == [
+        types.Role.USER,
+        types.Role.AGENT,
+        types.Role.USER,
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_leased_job_builds_its_agents_context_from_its_claim(monkeypatch):
+    """The job reads neither the task nor its history again after claiming them."""
+    store = TaskStore()
+    task_id = await sync_to_async(new_task)(store, "echo from the claim")
+    reads: list[str] = []
+
+    def spy(name: str):
+        read = getattr(store, name)
+
+        def spied(task: str):
+            reads.append(name)
+            return read(task)
+
+        return spied
+
+    for name in ("load", "history"):
+        monkeypatch.setattr(store, name, spy(name))
+    assert await run_leased_job(task_id, "job-1", store, InMemoryEventBus())
+    assert reads == []
+    task = await sync_to_async(store.get_task)(task_id, "o", "")
+    assert task.status.state is TaskState.COMPLETED
+    assert task.artifacts[0].parts[0].text == "from the claim"
 
 
 def test_terminal_tasks_are_not_claimed(store):
