@@ -19,7 +19,7 @@ import msgspec
 from asgiref.sync import sync_to_async
 from django.core import signing
 from django.db import IntegrityError, close_old_connections, connection, transaction
-from django.db.models import Q
+from django.db.models import Field, Model, Q
 from django.utils import timezone
 
 from a2a_endpoint import models, types
@@ -322,7 +322,7 @@ class TaskStore:
             with transaction.atomic():
                 # Three INSERTs: the row already counts its first message and first event,
                 # and the snapshot in that event is built here, not read back.
-                task = models.Task.objects.create(
+                task = models.Task(
                     id=_parse_uuid(task_id) if task_id else uuid.uuid4(),
                     context_id=context_id,
                     owner=owner,
@@ -334,15 +334,18 @@ class TaskStore:
                     history_size=1,
                     seq=1,
                 )
+                _insert(task)
                 message = msgspec.structs.replace(
                     message, task_id=str(task.id), context_id=context_id
                 )
-                models.Message.objects.create(
-                    task=task,
-                    position=0,
-                    message_id=message.message_id,
-                    role=message.role.value,
-                    payload=_to_builtins(message),
+                _insert(
+                    models.Message(
+                        task=task,
+                        position=0,
+                        message_id=message.message_id,
+                        role=message.role.value,
+                        payload=_to_builtins(message),
+                    )
                 )
                 snapshot = types.Task(
                     id=str(task.id),
@@ -433,7 +436,7 @@ class TaskStore:
                     )
                 },
             )
-            task.save(update_fields=["seq", "updated_at"])
+            _save_fields(task, "seq", "updated_at")
         return event
 
     def cancel(self, task_id: str, owner: str, tenant: str) -> types.Task:
@@ -476,7 +479,7 @@ class TaskStore:
             task.job_position = position
             task.job_id = job_id
             task.lease_expires_at = timezone.now() + timedelta(seconds=lease)
-            task.save(update_fields=["job_position", "job_id", "lease_expires_at"])
+            _save_fields(task, "job_position", "job_id", "lease_expires_at")
         history = [msgspec.convert(payload, types.Message) for _, _, payload in rows]
         return ClaimedJob(_record(task), history)
 
@@ -673,15 +676,8 @@ class TaskStore:
             )
             payload = {"statusUpdate": _to_builtins(update)}
         event = self._record_event(task, payload)
-        task.save(
-            update_fields=[
-                "state",
-                "status_message",
-                "status_timestamp",
-                "seq",
-                "history_size",
-                "updated_at",
-            ]
+        _save_fields(
+            task, "state", "status_message", "status_timestamp", "seq", "history_size", "updated_at"
         )
         return event
 
@@ -739,8 +735,8 @@ class TaskStore:
     ) -> StoredEvent:
         """Write ``payload`` as event ``task.seq`` and publish it once committed."""
         kind = next(iter(payload))
-        models.TaskEvent.objects.create(
-            task=task, seq=task.seq, kind=kind, state=task.state, payload=payload
+        _insert(
+            models.TaskEvent(task=task, seq=task.seq, kind=kind, state=task.state, payload=payload)
         )
         event = StoredEvent(
             task_id=str(task.id), seq=task.seq, state=TaskState(task.state), payload=payload
@@ -999,6 +995,57 @@ def _count_sql(filters: _ListFilters, counted: bool) -> str:
         return f"SELECT COALESCE(SUM(c.tasks), 0)::bigint FROM {table} c WHERE {filters.where('c')}"
     table = connection.ops.quote_name(models.Task._meta.db_table)
     return f"SELECT COUNT(*) FROM {table} c WHERE {filters.where('c')}"
+
+
+def _insert(instance: Model) -> None:
+    """``instance.save()`` of a new row as one written-out INSERT.
+
+    Each value goes through its field's ``pre_save`` (``auto_now_add`` and ``auto_now`` are
+    set) and ``get_db_prep_save``, as the ORM's INSERT does, but without building the query,
+    reading back an auto primary key (the store never uses an event's or a message's id), or
+    sending model signals. The hot writes of a job and of SendMessage go through here and
+    ``_save_fields``; ``tests/test_store_writes.py`` checks their rows equal the ORM's.
+    """
+    sql, fields = _insert_sql(type(instance))
+    values = [
+        field.get_db_prep_save(field.pre_save(instance, True), connection) for field in fields
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, values)
+    instance._state.adding = False
+    instance._state.db = connection.alias
+
+
+def _save_fields(instance: Model, *names: str) -> None:
+    """``instance.save(update_fields=names)`` as one written-out UPDATE (see ``_insert``)."""
+    sql, fields = _update_sql(type(instance), names)
+    values = [
+        field.get_db_prep_save(field.pre_save(instance, False), connection) for field in fields
+    ]
+    key = instance._meta.pk.get_db_prep_value(instance.pk, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*values, key])
+
+
+@functools.cache
+def _insert_sql(model: type[Model]) -> tuple[str, list[Field]]:
+    """The INSERT of every concrete column of ``model`` but an auto primary key."""
+    meta = model._meta
+    fields = [f for f in meta.concrete_fields if not (f.primary_key and f.db_returning)]
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(field.column) for field in fields)
+    marks = ", ".join("%s" for _ in fields)
+    return f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES ({marks})", fields
+
+
+@functools.cache
+def _update_sql(model: type[Model], names: tuple[str, ...]) -> tuple[str, list[Field]]:
+    """The UPDATE of the fields ``names`` of one ``model`` row, by primary key."""
+    meta = model._meta
+    fields = [meta.get_field(name) for name in names]
+    quote = connection.ops.quote_name
+    columns = ", ".join(f"{quote(field.column)} = %s" for field in fields)
+    return f"UPDATE {quote(meta.db_table)} SET {columns} WHERE {quote(meta.pk.column)} = %s", fields
 
 
 def _lock_row(key: uuid.UUID, owner: str | None = None, tenant: str = "") -> models.Task | None:
