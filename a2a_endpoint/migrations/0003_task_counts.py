@@ -42,22 +42,18 @@ FORWARDS = [
         tasks bigint NOT NULL,
         PRIMARY KEY (owner, tenant, slot)
     )""",
-    f"""CREATE FUNCTION {TABLE}_added() RETURNS trigger LANGUAGE plpgsql AS $$
+    # INSERT and DELETE: the statement's rows (its transition table), counted per caller.
+    *(
+        f"""CREATE FUNCTION {TABLE}_{name}() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
         INSERT INTO {TABLE} AS c (owner, tenant, slot, tasks)
-        SELECT owner, tenant, mod(pg_backend_pid(), {SLOTS}), count(*) FROM added
+        SELECT owner, tenant, mod(pg_backend_pid(), {SLOTS}), {sign}count(*) FROM {name}
         GROUP BY owner, tenant ORDER BY owner, tenant
         ON CONFLICT (owner, tenant, slot) DO UPDATE SET tasks = c.tasks + excluded.tasks;
         RETURN NULL;
-    END $$""",
-    f"""CREATE FUNCTION {TABLE}_removed() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-        INSERT INTO {TABLE} AS c (owner, tenant, slot, tasks)
-        SELECT owner, tenant, mod(pg_backend_pid(), {SLOTS}), -count(*) FROM removed
-        GROUP BY owner, tenant ORDER BY owner, tenant
-        ON CONFLICT (owner, tenant, slot) DO UPDATE SET tasks = c.tasks + excluded.tasks;
-        RETURN NULL;
-    END $$""",
+    END $$"""
+        for name, sign in (("added", ""), ("removed", "-"))
+    ),
     f"""CREATE FUNCTION {TABLE}_moved() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
         INSERT INTO {TABLE} AS c (owner, tenant, slot, tasks)
