@@ -723,7 +723,10 @@ class TaskStore:
             row.metadata = {**(row.metadata or {}), **artifact.metadata}
         row.extensions = artifact.extensions or row.extensions
         row.complete = last_chunk
-        row.save()
+        if row._state.adding:
+            _insert(row)
+        else:
+            _save_fields(row, *_ARTIFACT_CHANGES)
 
     def _record_event(self, task: models.Task, payload: dict[str, Any]) -> StoredEvent:
         """Number ``payload`` as the task's next event (the caller saves ``task.seq``)."""
@@ -995,6 +998,18 @@ def _count_sql(filters: _ListFilters, counted: bool) -> str:
         return f"SELECT COALESCE(SUM(c.tasks), 0)::bigint FROM {table} c WHERE {filters.where('c')}"
     table = connection.ops.quote_name(models.Task._meta.db_table)
     return f"SELECT COUNT(*) FROM {table} c WHERE {filters.where('c')}"
+
+
+#: What a later chunk of an artifact may change.
+_ARTIFACT_CHANGES = (
+    "parts",
+    "name",
+    "description",
+    "metadata",
+    "extensions",
+    "complete",
+    "updated_at",
+)
 
 
 def _insert(instance: Model) -> None:

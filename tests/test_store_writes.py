@@ -258,3 +258,38 @@ def test_the_writes_work_on_sqlite(tmp_path):
     assert out["events"] == [1, 2, 3, 4]
     assert out["job"] == ["job-1", 1, True]
     assert out["times"] is True
+
+
+def test_a_later_chunk_stores_every_change_to_its_artifact():
+    """An artifact's row is inserted with its first chunk and updated by later ones: each
+    field a chunk may change is written."""
+    task_store = TaskStore()
+    message = msgspec.convert(user_message("go"), types.Message)
+    task_id = task_store.create_task(owner="o", tenant="", context_id="c", message=message).id
+    first = types.Artifact(
+        artifact_id="a1", name="draft", parts=[types.Part(text="one ")], metadata={"x": 1}
+    )
+    task_store.add_artifact(task_id, first, append=False, last_chunk=False)
+    inserted = models.Artifact.objects.get(task_id=task_id).updated_at
+    later = types.Artifact(
+        artifact_id="a1",
+        name="final",
+        description="both chunks",
+        parts=[types.Part(text="two")],
+        metadata={"y": 2},
+        extensions=["https://example.com/ext"],
+    )
+    task_store.add_artifact(task_id, later, append=True, last_chunk=True)
+    [row] = models.Artifact.objects.filter(task_id=task_id)
+    assert (row.name, row.description, row.metadata, row.extensions, row.complete) == (
+        "final",
+        "both chunks",
+        {"x": 1, "y": 2},
+        ["https://example.com/ext"],
+        True,
+    )
+    assert row.parts == [{"text": "one "}, {"text": "two"}]
+    assert row.updated_at > inserted  # auto_now
+    [stored] = task_store.get_task(task_id, "o", "").artifacts
+    assert stored.name == "final"
+    assert stored.metadata == {"x": 1, "y": 2}
