@@ -1022,11 +1022,8 @@ def _insert(instance: Model) -> None:
     ``_save_fields``; ``tests/test_store_writes.py`` checks their rows equal the ORM's.
     """
     sql, fields = _insert_sql(type(instance))
-    values = [
-        field.get_db_prep_save(field.pre_save(instance, True), connection) for field in fields
-    ]
     with connection.cursor() as cursor:
-        cursor.execute(sql, values)
+        cursor.execute(sql, _db_values(instance, fields, add=True))
     instance._state.adding = False
     instance._state.db = connection.alias
 
@@ -1034,12 +1031,14 @@ def _insert(instance: Model) -> None:
 def _save_fields(instance: Model, *names: str) -> None:
     """``instance.save(update_fields=names)`` as one written-out UPDATE (see ``_insert``)."""
     sql, fields = _update_sql(type(instance), names)
-    values = [
-        field.get_db_prep_save(field.pre_save(instance, False), connection) for field in fields
-    ]
     key = instance._meta.pk.get_db_prep_value(instance.pk, connection)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*values, key])
+        cursor.execute(sql, [*_db_values(instance, fields, add=False), key])
+
+
+def _db_values(instance: Model, fields: list[Field], *, add: bool) -> list[Any]:
+    """``fields`` of ``instance`` as the ORM's INSERT (``add``) or UPDATE sends them."""
+    return [field.get_db_prep_save(field.pre_save(instance, add), connection) for field in fields]
 
 
 @functools.cache
