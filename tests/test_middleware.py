@@ -11,6 +11,8 @@ loads them for Django's paths.
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
+from email.utils import parsedate_to_datetime
 
 import msgspec
 import pytest
@@ -170,6 +172,9 @@ async def test_headers_are_djangos(settings):
         answers[name] = await AsyncClient().get("/admin/login/")
     assert answers["ours"].status_code == answers["stock"].status_code == 200
     ours, stock = (strip_cookie_values(answers[name]) for name in ("ours", "stock"))
+    # Expires is "now" (never cache): the clock may tick between the two answers.
+    expires = [parsedate_to_datetime(headers.pop("Expires")) for headers in (ours, stock)]
+    assert abs(expires[0] - expires[1]) <= timedelta(seconds=2)
     assert ours == stock
     assert ours["X-Frame-Options"] == "DENY"
     assert ours["X-Content-Type-Options"] == "nosniff"
