@@ -18,7 +18,7 @@ from typing import Any
 
 try:
     from celery import current_app, shared_task
-    from celery.signals import worker_ready, worker_shutdown
+    from celery.signals import worker_process_shutdown, worker_ready, worker_shutdown
 except ImportError as exc:  # pragma: no cover - reported by system check E010
     raise ImportError(
         "The Celery execution backend needs Celery: pip install 'a2a-endpoint[celery]'"
@@ -80,6 +80,20 @@ def _job_loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
+def close_job_loop() -> None:
+    """Stop what is left on this thread's job loop (the event bus's reader) and close it."""
+    loop: asyncio.AbstractEventLoop | None = getattr(_loops, "loop", None)
+    if loop is None or loop.is_closed():
+        return
+    pending = asyncio.all_tasks(loop)
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.wait(pending, timeout=LEFTOVER_TIMEOUT))
+    loop.close()
+    _loops.loop = None
+
+
 @shared_task(
     name=RUN_TASK, bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True
 )
@@ -87,12 +101,13 @@ def run_agent_task(self: Any, task_id: str) -> None:
     """Run the agent for the newest message of ``task_id`` (thin: the work is in ``jobs``)."""
     job_id = self.request.id or f"local-{threading.get_ident()}"
     store = runtime.get_store()
-    job = run_leased_job(task_id, job_id, store, runtime.get_event_bus())
+    bus = runtime.get_event_bus()
     loop = _job_loop()
-    loop.run_until_complete(job)
+    loop.run_until_complete(run_leased_job(task_id, job_id, store, bus))
     # The loop does not run between jobs: let what the job left behind finish now (the bus
-    # leaves the task's channel-layer group in a task of its own), not at the next job.
-    pending = asyncio.all_tasks(loop)
+    # leaves the task's channel-layer group in a task of its own), not at the next job. The
+    # bus's own reader stays: it waits for the next job's messages.
+    pending = asyncio.all_tasks(loop) - bus.resident_tasks(loop)
     if pending:
         loop.run_until_complete(asyncio.wait(pending, timeout=LEFTOVER_TIMEOUT))
 
@@ -171,3 +186,12 @@ def _start_sweeper(**kwargs: Any) -> None:
 def _stop_sweeper(**kwargs: Any) -> None:
     if _sweeper is not None:
         _sweeper.stopped.set()
+
+
+@worker_process_shutdown.connect
+def _close_job_loop(**kwargs: Any) -> None:
+    # A pool process ends: its job loop (run by its main thread) closes cleanly.
+    try:
+        close_job_loop()
+    except Exception:
+        logger.warning("Could not close the job loop", exc_info=True)

@@ -81,6 +81,11 @@ class EventBus(ABC):
         ignores the rest). By default the task's events; a bus may send it less."""
         return self.subscribe(task_id)
 
+    def resident_tasks(self, loop: asyncio.AbstractEventLoop) -> set[asyncio.Task[Any]]:
+        """Tasks the bus keeps on ``loop`` for as long as the loop lives (not work left
+        over by a job, which its runner waits for)."""
+        return set()
+
 
 class _QueueSubscription(Subscription):
     """Events of one task for one consumer (a stream, a blocking send), on one event loop.
@@ -217,16 +222,31 @@ def _from_message(message: dict[str, Any]) -> StoredEvent:
     )
 
 
-class _Reader:
-    """This process's one channel in a group, fanning its events out to local listeners."""
+class _Membership:
+    """This process's place in one group on one event loop: the local listeners of the
+    group's events, and how many of them there are."""
 
     def __init__(self, local: InMemoryEventBus) -> None:
         self.local = local
         self.users = 0
         self.failed = False
         self.joined = asyncio.Event()
+
+
+class _Inbox:
+    """This process's one channel on one event loop, and the groups it is in there.
+
+    One reader receives on it for as long as the loop lives. Readers that came and went
+    with each group cost a new Redis connection each: channels_redis receives every
+    channel of a process with one ``BZPOPMIN``, and redis-py drops the connection of a
+    command cancelled in flight, as the last receiver's was whenever it stopped.
+    """
+
+    def __init__(self, channel: str) -> None:
+        self.channel = channel
+        self.groups: dict[str, _Membership] = {}
+        self.leaving: dict[str, asyncio.Task[None]] = {}
         self.task: asyncio.Task[None] | None = None
-        self.channel = ""
 
 
 class ChannelLayerEventBus(EventBus):
@@ -234,6 +254,9 @@ class ChannelLayerEventBus(EventBus):
 
     However many streams of a task a process serves, it joins the task's group once: one
     channel-layer message per process and event, fanned out locally (an in-memory bus).
+    Every group a process joins on an event loop delivers to one channel of its own there,
+    read by one long-lived reader (``_Inbox``); each message names the group it was sent
+    to, so the reader hands it to that group's listeners only.
 
     Listeners that need only some events join a group of their own, which only those
     events are sent to as well: a blocking SendMessage waits in the task's settled group,
@@ -243,7 +266,7 @@ class ChannelLayerEventBus(EventBus):
     follows it.
     """
 
-    #: Re-join the group this often: channels_redis forgets members after ``group_expiry``.
+    #: Re-join the groups this often: channels_redis forgets members after ``group_expiry``.
     rejoin_every = 3600.0
 
     def __init__(self, alias: str = "default") -> None:
@@ -259,7 +282,7 @@ class ChannelLayerEventBus(EventBus):
         self._local = InMemoryEventBus()
         self._settled = InMemoryEventBus()
         self._cancels = InMemoryEventBus()
-        self._readers: dict[str, _Reader] = {}  # by group name
+        self._inboxes: dict[asyncio.AbstractEventLoop, _Inbox] = {}
         self._leaving: set[asyncio.Task[None]] = set()
 
     def publish(self, event: StoredEvent) -> None:
@@ -269,11 +292,13 @@ class ChannelLayerEventBus(EventBus):
 
     async def _send(self, event: StoredEvent) -> None:
         message = _to_message(event)
-        await self.layer.group_send(group_name(event.task_id), message)
+        groups = [group_name(event.task_id)]
         if event.state.is_settled:
-            await self.layer.group_send(settled_group_name(event.task_id), message)
+            groups.append(settled_group_name(event.task_id))
         if event.state is TaskState.CANCELED:
-            await self.layer.group_send(cancel_group_name(event.task_id), message)
+            groups.append(cancel_group_name(event.task_id))
+        for group in groups:
+            await self.layer.group_send(group, {**message, "group": group})
 
     def subscribe(self, task_id: str) -> contextlib.AbstractAsyncContextManager[Subscription]:
         return self._follow(group_name(task_id), task_id, self._local)
@@ -284,6 +309,10 @@ class ChannelLayerEventBus(EventBus):
     def watch_cancel(self, task_id: str) -> contextlib.AbstractAsyncContextManager[Subscription]:
         return self._follow(cancel_group_name(task_id), task_id, self._cancels)
 
+    def resident_tasks(self, loop: asyncio.AbstractEventLoop) -> set[asyncio.Task[Any]]:
+        inbox = self._inboxes.get(loop)
+        return {inbox.task} if inbox is not None and inbox.task is not None else set()
+
     @contextlib.asynccontextmanager
     async def _follow(
         self, group: str, task_id: str, local: InMemoryEventBus
@@ -293,74 +322,126 @@ class ChannelLayerEventBus(EventBus):
             try:
                 yield subscription
             finally:
-                await self._release(group)
+                self._release(group)
+
+    async def _inbox(self) -> _Inbox:
+        """This loop's inbox, opened on first use."""
+        loop = asyncio.get_running_loop()
+        inbox = self._inboxes.get(loop)
+        if inbox is None:
+            channel = await self.layer.new_channel("a2a.")
+            inbox = self._inboxes.get(loop)  # another caller may have opened it meanwhile
+            if inbox is None:
+                inbox = self._inboxes[loop] = _Inbox(channel)
+                inbox.task = loop.create_task(self._read(inbox), name="a2a-bus-inbox")
+                # Ends only with its loop (cancelled by asyncio.run or the server's shutdown).
+                inbox.task.add_done_callback(lambda _: self._forget(loop, inbox))
+        return inbox
+
+    def _forget(self, loop: asyncio.AbstractEventLoop, inbox: _Inbox) -> None:
+        if self._inboxes.get(loop) is inbox:
+            del self._inboxes[loop]
 
     async def _retain(self, group: str, local: InMemoryEventBus) -> None:
-        reader = self._readers.get(group)
-        if reader is None:
-            reader = self._readers[group] = _Reader(local)
-            reader.users += 1
+        inbox = await self._inbox()
+        membership = inbox.groups.get(group)
+        if membership is None:
+            membership = inbox.groups[group] = _Membership(local)
+            membership.users += 1
             try:
-                reader.channel = await self.layer.new_channel("a2a.")
-                await self.layer.group_add(group, reader.channel)
+                leaving = inbox.leaving.get(group)
+                if leaving is not None:
+                    # The inbox left this group a moment ago: join after that, not before.
+                    await asyncio.wait({leaving})
+                await self.layer.group_add(group, inbox.channel)
             except BaseException:
-                del self._readers[group]
-                reader.failed = True
+                if inbox.groups.get(group) is membership:
+                    del inbox.groups[group]
+                membership.failed = True
                 raise
             finally:
-                reader.joined.set()
-            reader.task = asyncio.create_task(self._read(group, reader))
+                membership.joined.set()
         else:
-            reader.users += 1
+            membership.users += 1
             # In the group before the caller reads its snapshot: nothing falls in between.
-            await reader.joined.wait()
-            if reader.failed:
+            await membership.joined.wait()
+            if membership.failed:
                 raise ConnectionError(f"Could not join the channel layer group {group}")
 
-    async def _release(self, group: str) -> None:
-        reader = self._readers.get(group)
-        if reader is None:
+    def _release(self, group: str) -> None:
+        loop = asyncio.get_running_loop()
+        inbox = self._inboxes.get(loop)
+        membership = inbox.groups.get(group) if inbox is not None else None
+        if inbox is None or membership is None:
             return
-        reader.users -= 1
-        if reader.users > 0:
+        membership.users -= 1
+        if membership.users > 0:
             return
-        del self._readers[group]
+        del inbox.groups[group]
         # Leave in a task of its own: the caller may be a stream being cancelled (a client
         # disconnect), whose cancellation must neither be swallowed nor wait on Redis.
-        leaving = asyncio.get_running_loop().create_task(self._leave(group, reader))
+        leaving = loop.create_task(self._leave(group, inbox))
+        inbox.leaving[group] = leaving
         self._leaving.add(leaving)
-        leaving.add_done_callback(self._leaving.discard)
 
-    async def _leave(self, group: str, reader: _Reader) -> None:
-        await reader.joined.wait()
-        task = reader.task
-        while task is not None and not task.done():
-            task.cancel()
-            await asyncio.wait({task}, timeout=1.0)
+        def done(task: asyncio.Task[None]) -> None:
+            self._leaving.discard(task)
+            if inbox.leaving.get(group) is task:
+                del inbox.leaving[group]
+
+        leaving.add_done_callback(done)
+
+    async def _leave(self, group: str, inbox: _Inbox) -> None:
         try:
-            await self.layer.group_discard(group, reader.channel)
+            await self.layer.group_discard(group, inbox.channel)
         except Exception:
             logger.warning("Could not leave the channel layer group %s", group, exc_info=True)
 
-    async def _read(self, group: str, reader: _Reader) -> None:
-        channel = reader.channel
+    async def _read(self, inbox: _Inbox) -> None:
         while True:
             try:
                 # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancel
-                # that lands just as a message arrives, and _release would wait forever.
+                # that lands just as a message arrives.
                 async with asyncio.timeout(self.rejoin_every):
-                    message = await self.layer.receive(channel)
+                    message = await self.layer.receive(inbox.channel)
             except TimeoutError:
-                await self.layer.group_add(group, channel)
+                await self._rejoin(inbox)
                 continue
             except Exception:  # a broken connection: streams fill gaps from the log
-                logger.warning("Channel layer receive failed for %s", group, exc_info=True)
+                try:
+                    asyncio.get_running_loop()
+                except RuntimeError:  # the loop is gone (collected at exit without a close)
+                    return
+                logger.warning("Channel layer receive failed", exc_info=True)
                 await asyncio.sleep(1.0)
                 continue
             if message.get("type") == "a2a.event":
-                reader.local.publish(_from_message(message))
+                self._deliver(inbox, message)
+
+    async def _rejoin(self, inbox: _Inbox) -> None:
+        for group in list(inbox.groups):
+            try:
+                await self.layer.group_add(group, inbox.channel)
+            except Exception:
+                logger.warning("Could not re-join the channel layer group %s", group, exc_info=True)
+
+    def _deliver(self, inbox: _Inbox, message: dict[str, Any]) -> None:
+        try:
+            event = _from_message(message)
+            group = message.get("group")
+            if group is not None:
+                membership = inbox.groups.get(group)
+                if membership is not None:  # else: left the group as the message came
+                    membership.local.publish(event)
+                return
+            # From a process of an earlier version, which does not name the group: each
+            # kind of listener takes what it needs (streams skip the seqs they have).
+            for local in {id(m.local): m.local for m in inbox.groups.values()}.values():
+                local.publish(event)
+        except Exception:
+            logger.exception("Could not deliver a channel layer message")
 
     def reader_count(self) -> int:
         """Groups this process is in: one per task with local streams, one per task with
         blocking waits, and one per running job (its cancel watch)."""
-        return len(self._readers)
+        return sum(len(inbox.groups) for inbox in self._inboxes.values())

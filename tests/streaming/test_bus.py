@@ -149,19 +149,82 @@ async def test_publishing_on_the_subscribers_loop_puts_directly(monkeypatch):
             assert [event.seq for event in got] == [1, 2]
 
 
-async def test_leaving_the_group_while_a_message_lands_stops_the_reader():
+async def test_a_message_landing_as_the_group_is_left_is_dropped_and_the_reader_reads_on():
     with override_settings(CHANNEL_LAYERS=IN_MEMORY_LAYER):
         bus = ChannelLayerEventBus()
-        async with bus.subscribe(TASK):
-            reader = bus._readers[group_name(TASK)]
-            await asyncio.sleep(0)  # the group reader waits on its channel
-            # A message lands on its channel in this very turn, as the last stream leaves.
-            await bus.layer.send(reader.channel, _to_message(EVENT))
+        loop = asyncio.get_running_loop()
+        async with bus.subscribe(TASK) as updates:
+            (reader,) = bus.resident_tasks(loop)
+            channel = bus._inboxes[loop].channel
+            await asyncio.sleep(0)  # the reader waits on its channel
+            # A message lands on the channel in this very turn, as the last stream leaves.
+            group = group_name(TASK)
+            await bus.layer.send(channel, {**_to_message(EVENT), "group": group})
         assert bus.reader_count() == 0
-        # The reader must not read on after its cancellation (asyncio.wait_for on Python
-        # 3.11 could swallow it here), and the process must leave the group.
-        await wait_for(lambda: reader.task is not None and reader.task.done())
-        await wait_for(lambda: not bus.layer.groups)
+        await wait_for(lambda: not bus.layer.groups)  # the process left the group
+        assert not updates.events  # nobody is left to hand it to
+        assert not reader.done()  # the one reader of this loop reads on
+        other = "00000000-0000-0000-0000-000000000002"
+        async with bus.subscribe(other) as later:
+            assert bus.resident_tasks(loop) == {reader}
+            event = StoredEvent(other, 1, TaskState.WORKING, {"statusUpdate": {}})
+            await bus._send(event)
+            assert await later.get_until(loop.time() + DEADLINE) == event
+
+
+async def test_every_group_of_a_loop_delivers_to_one_channel_and_one_reader():
+    """One channel and one reader per loop, whatever the groups and however often they
+    are joined and left: a reader per group stopped with it, and channels_redis then
+    dropped its Redis connection (a BZPOPMIN cancelled in flight)."""
+    with override_settings(CHANNEL_LAYERS=IN_MEMORY_LAYER):
+        bus = ChannelLayerEventBus()
+        loop = asyncio.get_running_loop()
+        other = "00000000-0000-0000-0000-000000000002"
+        readers = set()
+        for _ in range(3):
+            async with bus.subscribe(TASK), bus.watch_settled(TASK), bus.watch_cancel(other):
+                assert bus.reader_count() == 3
+                members = [set(channels) for channels in bus.layer.groups.values()]
+                assert len(members) == 3
+                assert members[0] == members[1] == members[2] == {bus._inboxes[loop].channel}
+                readers |= bus.resident_tasks(loop)
+            await wait_for(lambda: not bus.layer.groups)
+        assert len(readers) == 1
+        assert not readers.pop().done()
+        assert InMemoryEventBus().resident_tasks(loop) == set()
+
+
+async def test_a_group_left_and_joined_again_at_once_stays_joined():
+    """The leave runs in a task of its own; a join that follows it must not be undone."""
+    with override_settings(CHANNEL_LAYERS=IN_MEMORY_LAYER):
+        bus = ChannelLayerEventBus()
+        loop = asyncio.get_running_loop()
+        async with bus.watch_cancel(TASK):
+            pass
+        async with bus.watch_cancel(TASK) as job:
+            await wait_for(lambda: not bus._leaving)  # the first leave has run
+            channel = bus._inboxes[loop].channel
+            assert set(bus.layer.groups[cancel_group_name(TASK)]) == {channel}
+            canceled = StoredEvent(TASK, 2, TaskState.CANCELED, {"statusUpdate": {}})
+            await bus._send(canceled)
+            assert await job.get_until(loop.time() + DEADLINE) == canceled
+
+
+async def test_a_message_that_names_no_group_reaches_every_kind_of_listener():
+    """An event published by a process of the previous version (no group in the message)
+    still reaches the stream, the blocking wait and the job's cancel watch."""
+    with override_settings(CHANNEL_LAYERS=IN_MEMORY_LAYER):
+        bus = ChannelLayerEventBus()
+        loop = asyncio.get_running_loop()
+        canceled = StoredEvent(TASK, 2, TaskState.CANCELED, {"statusUpdate": {}})
+        async with (
+            bus.subscribe(TASK) as stream,
+            bus.watch_settled(TASK) as wait,
+            bus.watch_cancel(TASK) as job,
+        ):
+            await bus.layer.group_send(cancel_group_name(TASK), _to_message(canceled))
+            for listener in (stream, wait, job):
+                assert await listener.get_until(loop.time() + DEADLINE) == canceled
 
 
 async def test_channel_layer_fan_out_joins_the_group_once():
