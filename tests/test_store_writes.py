@@ -199,6 +199,54 @@ def test_a_jobs_writes_store_what_the_orm_path_read_back():
     ]
 
 
+def test_an_artifacts_written_out_read_equals_the_orms():
+    """``_artifact_row``: one statement for the artifact a chunk continues (every column as
+    the ORM reads it) and the position a new one takes."""
+    task = a_task("artifact-read")
+    task.save()
+    for position, artifact_id in enumerate(["a", "b"]):
+        models.Artifact.objects.create(
+            task=task,
+            position=position,
+            artifact_id=artifact_id,
+            name=f"name {artifact_id}",
+            description="d",
+            parts=[ODD_JSON],
+            metadata=ODD_JSON,
+            extensions=["https://example.com/ext"],
+            complete=True,
+        )
+    with CaptureQueriesContext(connection) as queries:
+        row, position = store._artifact_row(task, "b")
+    assert len(queries) == 1
+    expected = models.Artifact.objects.get(task=task, artifact_id="b")
+    assert row is not None
+    assert {f.attname: getattr(row, f.attname) for f in row._meta.concrete_fields} == stored(
+        expected
+    )
+    assert not row._state.adding  # saved as an UPDATE of that row
+    assert position == 2
+    assert store._artifact_row(task, "c") == (None, 2)
+    empty = a_task("no-artifacts")
+    empty.save()
+    assert store._artifact_row(empty, "a") == (None, 0)
+
+
+def test_new_artifacts_take_the_next_positions_and_chunks_keep_theirs():
+    task_store = TaskStore()
+    message = msgspec.convert(user_message("go"), types.Message)
+    task_id = task_store.create_task(owner="o", tenant="", context_id="c", message=message).id
+    for artifact_id, append in [("a", False), ("b", False), ("a", True), ("c", False)]:
+        chunk = types.Artifact(artifact_id=artifact_id, parts=[types.Part(text=artifact_id)])
+        task_store.add_artifact(task_id, chunk, append=append, last_chunk=False)
+    rows = models.Artifact.objects.filter(task_id=task_id).order_by("position")
+    assert [(row.artifact_id, row.position, len(row.parts)) for row in rows] == [
+        ("a", 0, 2),
+        ("b", 1, 1),
+        ("c", 2, 1),
+    ]
+
+
 #: The writes on SQLite, the embedded default (this suite's database is PostgreSQL): a task
 #: through claim, updates and an artifact, in a process of its own on a fresh file.
 SQLITE_ROUND_TRIP = """
@@ -223,7 +271,10 @@ claimed = store.claim_job(first.id, "job-1", 30)
 store.update_status(first.id, TaskState.WORKING, msgspec.convert(
     {"messageId": "a1", "role": "ROLE_AGENT", "parts": [{"text": "w"}]}, types.Message))
 artifact = types.Artifact(artifact_id="x", parts=[types.Part(text="out")])
-store.add_artifact(first.id, artifact, append=False, last_chunk=True)
+store.add_artifact(first.id, artifact, append=False, last_chunk=False)
+second = types.Artifact(artifact_id="y", parts=[types.Part(text="2nd")])
+store.add_artifact(first.id, second, append=False, last_chunk=True)
+store.add_artifact(first.id, artifact, append=True, last_chunk=True)
 store.update_status(first.id, TaskState.COMPLETED)
 task = store.get_task(first.id, "o", "")
 row = models.Task.objects.get(pk=first.id)
@@ -253,9 +304,12 @@ def test_the_writes_work_on_sqlite(tmp_path):
     assert [m["messageId"] for m in task["history"]] == [*out["claimed"], "a1"]
     assert task["history"][0]["metadata"] == {"n": 1.5}
     assert task["metadata"] == {"k": [1, None]}
-    assert task["artifacts"] == [{"artifactId": "x", "parts": [{"text": "out"}]}]
+    assert task["artifacts"] == [
+        {"artifactId": "x", "parts": [{"text": "out"}, {"text": "out"}]},
+        {"artifactId": "y", "parts": [{"text": "2nd"}]},
+    ]
     assert out["total"] == 1
-    assert out["events"] == [1, 2, 3, 4]
+    assert out["events"] == [1, 2, 3, 4, 5, 6]
     assert out["job"] == ["job-1", 1, True]
     assert out["times"] is True
 

@@ -55,6 +55,15 @@ def test_a_finished_job_is_not_run_again_for_the_same_message(store):
     assert not store.claim_job(task_id, "job-1", 30)
 
 
+def test_a_job_releases_only_its_own_lease(store):
+    task_id = new_task(store)
+    assert store.claim_job(task_id, "job-1", 30)
+    store.release_job(task_id, "job-0")  # an earlier job of the task, ending late
+    assert models.Task.objects.get(pk=task_id).lease_expires_at is not None
+    store.release_job(task_id, "job-1")
+    assert models.Task.objects.get(pk=task_id).lease_expires_at is None
+
+
 def test_a_new_user_message_can_be_claimed_by_the_next_job(store):
     task_id = new_task(store)
     assert store.claim_job(task_id, "job-1", 30)
