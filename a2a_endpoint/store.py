@@ -463,11 +463,7 @@ class TaskStore:
                 return None
             # The whole history: its newest user message is the one to claim, and the
             # agent's context is built from it.
-            rows = list(
-                models.Message.objects.filter(task_id=task.pk)
-                .order_by("position")
-                .values_list("position", "role", "payload")
-            )
+            rows = _history_rows(task.pk)
             user = types.Role.USER.value
             position = max((row[0] for row in rows if row[1] == user), default=-1) + 1
             if task.job_position >= position:
@@ -1077,6 +1073,25 @@ def _artifact_row(task: models.Task, artifact_id: str) -> tuple[models.Artifact 
         for decode, value in zip(decoders, row, strict=True)
     ]
     return models.Artifact.from_db(connection.alias, names, values), count
+
+
+def _history_rows(key: uuid.UUID) -> list[tuple[int, str, Any]]:
+    """(position, role, payload) of every message of a task, oldest first: a job's claim
+    reads them under the row lock, written out as the other hot statements are."""
+    sql, decode = _history_sql()
+    key = models.Task._meta.pk.get_db_prep_value(key, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [key])
+        rows = cursor.fetchall()
+    return [(position, role, decode(payload, None, connection)) for position, role, payload in rows]
+
+
+@functools.cache
+def _history_sql() -> tuple[str, Callable[..., Any]]:
+    """The statement of ``_history_rows`` and the payload column's ``from_db_value``."""
+    table = connection.ops.quote_name(models.Message._meta.db_table)
+    sql = f"SELECT position, role, payload FROM {table} WHERE task_id = %s ORDER BY position"
+    return sql, models.Message._meta.get_field("payload").from_db_value
 
 
 @functools.cache
