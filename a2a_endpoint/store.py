@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import operator
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
@@ -1062,17 +1062,12 @@ def _artifact_row(task: models.Task, artifact_id: str) -> tuple[models.Artifact 
     if connection.vendor != "postgresql":
         row = task.artifacts.filter(artifact_id=artifact_id).first()
         return row, (task.artifacts.count() if row is None else 0)
-    sql, decoders, names = _artifact_sql()
     with connection.cursor() as cursor:
-        cursor.execute(sql, [task.pk, task.pk, artifact_id])
+        cursor.execute(_artifact_sql(), [task.pk, task.pk, artifact_id])
         count, *row = cursor.fetchone()
     if row[0] is None:  # the artifact's primary key: no such artifact yet
         return None, count
-    values = [
-        value if decode is None else decode(value, None, connection)
-        for decode, value in zip(decoders, row, strict=True)
-    ]
-    return models.Artifact.from_db(connection.alias, names, values), count
+    return _model_from_row(models.Artifact, row), count
 
 
 def _history_rows(key: uuid.UUID) -> list[tuple[int, str, Any]]:
@@ -1111,19 +1106,14 @@ def _release_sql() -> str:
 
 
 @functools.cache
-def _artifact_sql() -> tuple[str, list[Any], list[str]]:
-    """The count of a task's artifacts and every column of one of them (NULLs if none), as
-    ``_lock_sql`` reads a task row."""
-    fields = list(models.Artifact._meta.concrete_fields)
-    quote = connection.ops.quote_name
-    columns = ", ".join(f"a.{quote(field.column)}" for field in fields)
-    table = quote(models.Artifact._meta.db_table)
-    sql = (
-        f"SELECT n.total, {columns} FROM (SELECT COUNT(*) AS total FROM {table} "
-        f"WHERE task_id = %s) n LEFT JOIN {table} a ON a.task_id = %s AND a.artifact_id = %s"
+def _artifact_sql() -> str:
+    """The count of a task's artifacts and every column of one of them (NULLs if none)."""
+    table = connection.ops.quote_name(models.Artifact._meta.db_table)
+    return (
+        f"SELECT n.total, {_model_columns(models.Artifact, 'a')} FROM (SELECT COUNT(*) AS "
+        f"total FROM {table} WHERE task_id = %s) n "
+        f"LEFT JOIN {table} a ON a.task_id = %s AND a.artifact_id = %s"
     )
-    decoders = [getattr(field, "from_db_value", None) for field in fields]
-    return sql, decoders, [field.attname for field in fields]
 
 
 def _lock_row(key: uuid.UUID, owner: str | None = None, tenant: str = "") -> models.Task | None:
@@ -1134,31 +1124,45 @@ def _lock_row(key: uuid.UUID, owner: str | None = None, tenant: str = "") -> mod
     query with the ORM took about twice the CPU of running it. ``tests/test_store_snapshot.py``
     checks that every field equals the ORM's read and that the row is really locked.
     """
-    sql, decoders, names = _lock_sql(owner is not None)
     params: list[Any] = [key] if owner is None else [key, owner, tenant]
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(_lock_sql(owner is not None), params)
         row = cursor.fetchone()
-    if row is None:
-        return None
+    return None if row is None else _model_from_row(models.Task, row)
+
+
+@functools.cache
+def _lock_sql(visible: bool) -> str:
+    """The locking read of every column of a task row."""
+    owner = " AND owner = %s AND tenant = %s" if visible else ""
+    table = connection.ops.quote_name(models.Task._meta.db_table)
+    return f"SELECT {_model_columns(models.Task)} FROM {table} WHERE id = %s{owner} FOR UPDATE"
+
+
+def _model_columns(model: type[Model], alias: str = "") -> str:
+    """Every concrete column of ``model``, in the order ``_model_from_row`` reads them."""
+    prefix = f"{alias}." if alias else ""
+    return ", ".join(f"{prefix}{connection.ops.quote_name(f.column)}" for f in _readers(model)[0])
+
+
+def _model_from_row(model: type[Model], row: Sequence[Any]) -> Model:
+    """A ``model`` instance from a row of ``_model_columns``, as the ORM makes one: each
+    column through its ``from_db_value`` (the JSON fields decode their text)."""
+    _, decoders, names = _readers(model)
     values = [
         value if decode is None else decode(value, None, connection)
         for decode, value in zip(decoders, row, strict=True)
     ]
-    return models.Task.from_db(connection.alias, names, values)
+    return model.from_db(connection.alias, names, values)
 
 
 @functools.cache
-def _lock_sql(visible: bool) -> tuple[str, list[Any], list[str]]:
-    """The locking read of every column of a task row; each column's ``from_db_value``
-    (the JSON fields decode their text; None: the value is used as read) and attname."""
-    fields = list(models.Task._meta.concrete_fields)
-    columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
-    owner = " AND owner = %s AND tenant = %s" if visible else ""
-    table = connection.ops.quote_name(models.Task._meta.db_table)
-    sql = f"SELECT {columns} FROM {table} WHERE id = %s{owner} FOR UPDATE"
+def _readers(model: type[Model]) -> tuple[list[Field], list[Any], list[str]]:
+    """``model``'s concrete fields, each one's ``from_db_value`` (None: the value is used
+    as read) and attname."""
+    fields = list(model._meta.concrete_fields)
     decoders = [getattr(field, "from_db_value", None) for field in fields]
-    return sql, decoders, [field.attname for field in fields]
+    return fields, decoders, [field.attname for field in fields]
 
 
 def _make_cursor(status_timestamp: datetime, task_id: uuid.UUID) -> str:
