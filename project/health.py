@@ -8,15 +8,21 @@ naming the part that failed (details go to the log, not to the client).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.core.signals import setting_changed
 from django.db import connection
+from django.dispatch import receiver
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
+
+from a2a_endpoint.execution import runtime
 
 logger = logging.getLogger("project.health")
 
@@ -45,29 +51,48 @@ async def database_status() -> str:
 
 
 async def channel_layer_status() -> str:
-    """Send a message to a fresh channel of the default layer and receive it back.
+    """A message through the channel layer and back, as the A2A event bus receives them.
 
     A round trip, not a ping: it proves this process can both publish task events and read
-    them (channels_redis), as the streams of a multi-process deployment must.
+    them (channels_redis), as the streams of a multi-process deployment must. With the
+    channel-layer bus the message goes to the bus's own reader (``EventBus.ping``): a receive
+    of the health check's own would wait behind that reader for good (channels_redis lets one
+    receive of a layer wait in Redis at a time), and a stuck reader is what must show here.
     """
     if not getattr(settings, "CHANNEL_LAYERS", None):
         return NOT_CONFIGURED
-    from channels.layers import get_channel_layer
-
-    nonce = uuid.uuid4().hex
     try:
-        layer = get_channel_layer()
-        async with asyncio.timeout(CHECK_TIMEOUT):
-            channel = await layer.new_channel("healthz.")
-            await layer.send(channel, {"type": "healthz.ping", "nonce": nonce})
-            message = await layer.receive(channel)
+        if not await runtime.get_event_bus().ping(CHECK_TIMEOUT):
+            await _round_trip(_private_layer())  # the layer is configured, the bus is another
     except Exception:
         logger.warning("Health check: the channel layer did not answer", exc_info=True)
         return FAILED
-    if message.get("nonce") != nonce:
-        logger.warning("Health check: the channel layer returned another message: %r", message)
-        return FAILED
     return OK
+
+
+@functools.cache
+def _private_layer() -> Any:
+    """A layer instance of the health check's own: it shares no receive lock with the
+    project's other users of the default layer."""
+    from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
+
+    return channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
+
+
+@receiver(setting_changed)
+def _forget_private_layer(*, setting: str, **kwargs: Any) -> None:
+    if setting == "CHANNEL_LAYERS":
+        _private_layer.cache_clear()
+
+
+async def _round_trip(layer: Any) -> None:
+    nonce = uuid.uuid4().hex
+    async with asyncio.timeout(CHECK_TIMEOUT):
+        channel = await layer.new_channel("healthz.")
+        await layer.send(channel, {"type": "healthz.ping", "nonce": nonce})
+        message = await layer.receive(channel)
+    if message.get("nonce") != nonce:
+        raise ValueError(f"the channel layer returned another message: {message!r}")
 
 
 @never_cache

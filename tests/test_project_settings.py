@@ -6,6 +6,7 @@ production mode uses the real PostgreSQL and Redis of the test run.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import secrets
@@ -14,6 +15,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -22,9 +24,11 @@ import msgspec
 import psycopg
 import pytest
 import redis
+from django.conf import settings
 from django.db import OperationalError
 from django.test import AsyncRequestFactory, override_settings
 
+from a2a_endpoint.execution import runtime
 from project import health
 from tests.integration.servers import DaphneServer, free_port
 
@@ -342,6 +346,24 @@ async def test_health_with_a_redis_channel_layer(redis_url: str) -> None:
             200,
             {"status": "ok", "database": "ok", "channel_layer": "ok"},
         )
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_health_stays_ok_while_the_event_bus_reads_the_channel_layer(redis_url: str) -> None:
+    """The bus's reader holds channels_redis' receive lock of this process for good (it
+    waits in BZPOPMIN on its own channel): a health check receiving on a channel of its own
+    never got the lock, and every probe after the first blocking SendMessage was a 503."""
+    a2a = {**settings.A2A_ENDPOINT, "EVENT_BUS": "channels"}
+    with override_settings(CHANNEL_LAYERS=redis_layer(redis_url), A2A_ENDPOINT=a2a):
+        bus = runtime.get_event_bus()
+        async with bus.watch_settled(str(uuid.uuid4())):  # a blocking SendMessage's wait
+            for _ in range(3):
+                assert await get_health() == (
+                    200,
+                    {"status": "ok", "database": "ok", "channel_layer": "ok"},
+                )
+        assert len(bus.resident_tasks(asyncio.get_running_loop())) == 1  # the reader stays
+        assert (await get_health())[0] == 200
 
 
 @pytest.mark.django_db(transaction=True)

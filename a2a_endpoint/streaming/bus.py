@@ -12,8 +12,9 @@ import collections
 import contextlib
 import logging
 import threading
+import uuid
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from a2a_endpoint.lifecycle import TaskState
@@ -22,6 +23,8 @@ from a2a_endpoint.store import StoredEvent
 GROUP_PREFIX = "a2a.task."
 SETTLED_GROUP_PREFIX = "a2a.settled."
 CANCEL_GROUP_PREFIX = "a2a.cancel."
+#: The message type of ``ChannelLayerEventBus.ping`` (health checks).
+PING_TYPE = "a2a.ping"
 
 logger = logging.getLogger("a2a_endpoint.streaming")
 
@@ -85,6 +88,12 @@ class EventBus(ABC):
         """Tasks the bus keeps on ``loop`` for as long as the loop lives (not work left
         over by a job, which its runner waits for)."""
         return set()
+
+    async def ping(self, timeout: float) -> bool:
+        """Prove that events published now would reach this process's listeners within
+        ``timeout`` seconds: True, or raises (a health check's probe). False: the bus has
+        nothing outside this process to check."""
+        return False
 
 
 class _QueueSubscription(Subscription):
@@ -203,6 +212,18 @@ class InMemoryEventBus(EventBus):
             return len(self._subscribers.get(task_id, ()))
 
 
+async def _once_more(call: Callable[..., Awaitable[None]], *args: Any) -> None:
+    """``await call(*args)``, and again once if it fails: a pooled connection that Redis
+    closed (a restart, an idle timeout) fails the first command sent on it, and redis-py
+    drops it then, so the second try connects afresh. Each call here may safely run twice
+    (joining or leaving a group, or a message that listeners dedupe by its seq)."""
+    try:
+        await call(*args)
+    except Exception:
+        logger.info("Channel layer call failed; trying once more", exc_info=True)
+        await call(*args)
+
+
 def _to_message(event: StoredEvent) -> dict[str, Any]:
     return {
         "type": "a2a.event",
@@ -247,6 +268,8 @@ class _Inbox:
         self.groups: dict[str, _Membership] = {}
         self.leaving: dict[str, asyncio.Task[None]] = {}
         self.task: asyncio.Task[None] | None = None
+        #: Health probes waiting for their message to come back (``ChannelLayerEventBus.ping``).
+        self.pings: dict[str, asyncio.Future[None]] = {}
 
 
 class ChannelLayerEventBus(EventBus):
@@ -298,7 +321,7 @@ class ChannelLayerEventBus(EventBus):
         if event.state is TaskState.CANCELED:
             groups.append(cancel_group_name(event.task_id))
         for group in groups:
-            await self.layer.group_send(group, {**message, "group": group})
+            await _once_more(self.layer.group_send, group, {**message, "group": group})
 
     def subscribe(self, task_id: str) -> contextlib.AbstractAsyncContextManager[Subscription]:
         return self._follow(group_name(task_id), task_id, self._local)
@@ -312,6 +335,29 @@ class ChannelLayerEventBus(EventBus):
     def resident_tasks(self, loop: asyncio.AbstractEventLoop) -> set[asyncio.Task[Any]]:
         inbox = self._inboxes.get(loop)
         return {inbox.task} if inbox is not None and inbox.task is not None else set()
+
+    async def ping(self, timeout: float) -> bool:
+        """A message sent through the layer to this loop's own inbox, and read back by its
+        reader: Redis takes and delivers messages, and the reader that every stream, wait
+        and cancel watch of this process depends on is alive.
+
+        Through the reader, not a receive of its own: channels_redis lets one receive of a
+        process at a time wait in Redis (one lock per layer), and the reader waits there
+        for good, so any other receive on the same layer would never get its turn.
+        """
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout(timeout):
+            inbox = await self._inbox()
+            nonce = uuid.uuid4().hex
+            arrived = inbox.pings[nonce] = loop.create_future()
+            try:
+                await _once_more(
+                    self.layer.send, inbox.channel, {"type": PING_TYPE, "nonce": nonce}
+                )
+                await arrived
+            finally:
+                inbox.pings.pop(nonce, None)
+        return True
 
     @contextlib.asynccontextmanager
     async def _follow(
@@ -353,7 +399,7 @@ class ChannelLayerEventBus(EventBus):
                 if leaving is not None:
                     # The inbox left this group a moment ago: join after that, not before.
                     await asyncio.wait({leaving})
-                await self.layer.group_add(group, inbox.channel)
+                await _once_more(self.layer.group_add, group, inbox.channel)
             except BaseException:
                 if inbox.groups.get(group) is membership:
                     del inbox.groups[group]
@@ -393,7 +439,7 @@ class ChannelLayerEventBus(EventBus):
 
     async def _leave(self, group: str, inbox: _Inbox) -> None:
         try:
-            await self.layer.group_discard(group, inbox.channel)
+            await _once_more(self.layer.group_discard, group, inbox.channel)
         except Exception:
             logger.warning("Could not leave the channel layer group %s", group, exc_info=True)
 
@@ -417,11 +463,15 @@ class ChannelLayerEventBus(EventBus):
                 continue
             if message.get("type") == "a2a.event":
                 self._deliver(inbox, message)
+            elif message.get("type") == PING_TYPE:
+                arrived = inbox.pings.get(message.get("nonce", ""))
+                if arrived is not None and not arrived.done():
+                    arrived.set_result(None)
 
     async def _rejoin(self, inbox: _Inbox) -> None:
         for group in list(inbox.groups):
             try:
-                await self.layer.group_add(group, inbox.channel)
+                await _once_more(self.layer.group_add, group, inbox.channel)
             except Exception:
                 logger.warning("Could not re-join the channel layer group %s", group, exc_info=True)
 
