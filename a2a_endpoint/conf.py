@@ -47,6 +47,9 @@ DEFAULTS: dict[str, Any] = {
     "LOST_JOB_MAX_RETRIES": 1,
     # Each Celery worker sweeps for lost jobs every JOB_LEASE / 2 seconds.
     "LOST_JOB_SWEEPER": True,
+    # Seconds a stored message's job may go unclaimed before the sweeper hands it to the
+    # backend again (the broker was down or lost it, or the process died before handing it).
+    "JOB_HANDOFF_TIMEOUT": 30.0,
     # Celery queue for agent jobs (None: Celery's default queue).
     "CELERY_QUEUE": None,
     # Threads for synchronous agents in the inline backend.

@@ -68,6 +68,14 @@ class VersionNotSupportedError(A2AError):
     reason = "VERSION_NOT_SUPPORTED"
 
 
+class ServiceUnavailableError(A2AError):
+    """A service the operation needs (the event bus, the broker) cannot be reached, so the
+    operation was not carried out: nothing was stored, and the client may try again."""
+
+    default_message = "The service is unavailable; nothing was changed, try again later"
+    reason = "SERVICE_UNAVAILABLE"
+
+
 class InvalidParamsError(A2AError):
     """Request parameters failed validation; carries ``google.rpc.BadRequest`` violations."""
 

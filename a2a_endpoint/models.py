@@ -48,6 +48,23 @@ class Task(models.Model):
         help_text=_("Renewed by a running out-of-process job; a lapsed lease is a lost job."),
     )
     job_attempts = models.PositiveSmallIntegerField(_("job attempts"), default=0)
+    handoff_deadline = models.DateTimeField(
+        _("job hand-off deadline"),
+        null=True,
+        blank=True,
+        help_text=_(
+            "A job is owed (set with the message it runs): a worker must claim it by then, "
+            "or the sweeper hands it to the backend again. Empty: no job owed."
+        ),
+    )
+    # db_default too: processes of the previous version, running while a deployment
+    # migrates, insert tasks without this column.
+    handoffs = models.PositiveSmallIntegerField(
+        _("job hand-offs"),
+        default=0,
+        db_default=0,
+        help_text=_("Times the sweeper handed the owed job again."),
+    )
     seq = models.PositiveBigIntegerField(_("last event number"), default=0)
     history_size = models.PositiveIntegerField(_("history size"), default=0)
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
@@ -80,6 +97,11 @@ class Task(models.Model):
                 fields=["lease_expires_at"],
                 name="a2a_task_leased",
                 condition=models.Q(lease_expires_at__isnull=False),
+            ),
+            models.Index(
+                fields=["handoff_deadline"],
+                name="a2a_task_job_owed",
+                condition=models.Q(handoff_deadline__isnull=False),
             ),
         ]
 

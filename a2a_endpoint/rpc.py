@@ -36,6 +36,8 @@ ERROR_CODES: dict[type[errors.A2AError], int] = {
     errors.ExtensionSupportRequiredError: -32008,
     errors.VersionNotSupportedError: -32009,
     errors.InvalidParamsError: jsonrpc.INVALID_PARAMS,
+    # A server condition, not a client error: -32603, with an ErrorInfo that says so.
+    errors.ServiceUnavailableError: jsonrpc.INTERNAL_ERROR,
     errors.TaskStateError: -32004,
 }
 
@@ -177,10 +179,27 @@ class StreamOpened:
 STREAM_OPENED = StreamOpened()
 
 
-async def _opened(events: AsyncIterator[Any]) -> AsyncIterator[Any]:
-    yield STREAM_OPENED
-    async for event in events:
-        yield event
+class _Opened:
+    """``events`` after STREAM_OPENED; closing it closes ``events``, also before the first
+    item (a generator that never started would not: its ``finally`` would never run)."""
+
+    def __init__(self, events: AsyncIterator[Any]) -> None:
+        self._events = events
+        self._opened = False
+
+    def __aiter__(self) -> _Opened:
+        return self
+
+    async def __anext__(self) -> Any:
+        if not self._opened:
+            self._opened = True
+            return STREAM_OPENED
+        return await anext(self._events)
+
+    async def aclose(self) -> None:
+        aclose = getattr(self._events, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 def resume_after(last_event_id: str | None) -> dict[str, int]:
@@ -202,7 +221,7 @@ def _bind(operation: Operation) -> jsonrpc.Method:
         kwargs = resume_after(context.last_event_id) if operation.resumable else {}
         handler = get_request_handler()
         result = await getattr(handler, operation.service_method)(typed, context.caller, **kwargs)
-        return _opened(result) if operation.streaming else result
+        return _Opened(aiter(result)) if operation.streaming else result
 
     return jsonrpc.Method(call, streaming=operation.streaming)
 

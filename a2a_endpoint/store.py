@@ -8,6 +8,7 @@ publisher only after commit, so a subscriber never sees an event that was rolled
 from __future__ import annotations
 
 import functools
+import logging
 import operator
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -23,6 +24,7 @@ from django.db.models import Field, Model, Q
 from django.utils import timezone
 
 from a2a_endpoint import models, types
+from a2a_endpoint.conf import app_settings
 from a2a_endpoint.errors import (
     InvalidParamsError,
     TaskNotCancelableError,
@@ -31,6 +33,8 @@ from a2a_endpoint.errors import (
     UnsupportedOperationError,
 )
 from a2a_endpoint.lifecycle import CANCELABLE_STATES, TERMINAL_STATES, TaskState, transition
+
+logger = logging.getLogger("a2a_endpoint.store")
 
 DEFAULT_PAGE_SIZE = 50
 _CURSOR_SALT = "a2a_endpoint.list_tasks.cursor"
@@ -106,6 +110,13 @@ def _parse_uuid(task_id: str) -> uuid.UUID:
         return uuid.UUID(str(task_id))
     except (TypeError, ValueError, AttributeError):
         raise TaskNotFoundError(taskId=task_id) from None
+
+
+def _handoff_deadline(now: datetime, handoffs: int = 0) -> datetime:
+    """When the job owed from ``now`` must have been claimed: ``JOB_HANDOFF_TIMEOUT``,
+    doubled for each hand-off already made (at most 64 times)."""
+    timeout = float(app_settings.JOB_HANDOFF_TIMEOUT) * 2 ** min(handoffs, 6)
+    return now + timedelta(seconds=timeout)
 
 
 def _record(task: models.Task) -> TaskRecord:
@@ -311,7 +322,9 @@ class TaskStore:
         message: types.Message,
         metadata: dict[str, Any] | None = None,
     ) -> TaskRecord:
-        """Store a new SUBMITTED task whose history starts with ``message``.
+        """Store a new SUBMITTED task whose history starts with ``message``, its job owed
+        (``handoff_deadline``: the caller hands the job to the backend after the commit, and
+        ``hand_off_owed_jobs`` again if no worker claimed it in time).
 
         A task that ``message`` (same owner, tenant and messageId) already started wins: its
         record is returned instead, so concurrent retries of one send make one task.
@@ -320,6 +333,7 @@ class TaskStore:
             with transaction.atomic():
                 # Three INSERTs: the row already counts its first message and first event,
                 # and the snapshot in that event is built here, not read back.
+                now = timezone.now()
                 task = models.Task(
                     id=_parse_uuid(task_id) if task_id else uuid.uuid4(),
                     context_id=context_id,
@@ -327,10 +341,11 @@ class TaskStore:
                     tenant=tenant,
                     origin_message_id=message.message_id,
                     state=TaskState.SUBMITTED.value,
-                    status_timestamp=timezone.now(),
+                    status_timestamp=now,
                     metadata=metadata,
                     history_size=1,
                     seq=1,
+                    handoff_deadline=_handoff_deadline(now),
                 )
                 _insert(task)
                 message = msgspec.structs.replace(
@@ -392,6 +407,8 @@ class TaskStore:
                 message, task_id=str(task.id), context_id=task.context_id
             )
             self._append_history(task, [message])
+            task.handoff_deadline = _handoff_deadline(timezone.now())  # its job is owed
+            task.handoffs = 0
             self._change_status(task, TaskState.WORKING, None)
         return _record(task), True
 
@@ -473,7 +490,11 @@ class TaskStore:
             task.job_position = position
             task.job_id = job_id
             task.lease_expires_at = timezone.now() + timedelta(seconds=lease)
-            _save_fields(task, "job_position", "job_id", "lease_expires_at")
+            task.handoff_deadline = None  # handed over: the lease watches it from now on
+            task.handoffs = 0
+            _save_fields(
+                task, "job_position", "job_id", "lease_expires_at", "handoff_deadline", "handoffs"
+            )
         history = [msgspec.convert(payload, types.Message) for _, _, payload in rows]
         return ClaimedJob(_record(task), history)
 
@@ -522,8 +543,49 @@ class TaskStore:
         )
         return [(str(task_id), job_id) for task_id, job_id in rows]
 
+    def hand_off_owed_jobs(self, submit: Callable[[str], None], *, limit: int = 100) -> list[str]:
+        """Hand to ``submit`` again each job owed past its hand-off deadline; their task ids.
+
+        A job is owed from the commit of its message until a worker claims it. It is still
+        owed past the deadline when the hand-off after the commit failed (the broker was
+        unreachable), never happened (the process died in between), or the broker lost it.
+        A job handed twice runs once (the second finds its message claimed). Each further
+        hand-off of one task waits twice as long, so a long queue is not flooded with copies
+        of the jobs waiting in it. ``submit`` failing (the broker still down) ends this
+        sweep: what was handed so far is committed, the rest waits for the next.
+        """
+        handed: list[str] = []
+        now = timezone.now()
+        with transaction.atomic():
+            owed = (
+                models.Task.objects.select_for_update(skip_locked=True)
+                .filter(handoff_deadline__lt=now)
+                .order_by("handoff_deadline")[:limit]
+            )
+            for task in owed:
+                if TaskState(task.state).is_settled:  # finished or waiting: nothing to run
+                    task.handoff_deadline = None
+                    task.save(update_fields=["handoff_deadline"])
+                    continue
+                try:
+                    submit(str(task.id))
+                except Exception:
+                    logger.warning(
+                        "Could not hand the owed job of task %s to the backend; the next "
+                        "sweep tries again",
+                        task.id,
+                        exc_info=True,
+                    )
+                    break
+                task.handoffs += 1
+                task.handoff_deadline = _handoff_deadline(now, task.handoffs)
+                task.save(update_fields=["handoff_deadline", "handoffs"])
+                handed.append(str(task.id))
+        return handed
+
     def recover_lost_jobs(self, *, retry: bool, max_retries: int) -> list[str]:
-        """Tasks whose job's lease lapsed: retried (returned, to re-enqueue) or failed."""
+        """Tasks whose job's lease lapsed: retried (returned; their job is owed at once, for
+        ``hand_off_owed_jobs`` to enqueue) or failed."""
         retried: list[str] = []
         with transaction.atomic():
             lost = (
@@ -545,7 +607,19 @@ class TaskStore:
         if retry:
             task.job_attempts += 1
             task.job_position = 0  # unclaimed: the next job may run the message again
-            task.save(update_fields=["lease_expires_at", "job_id", "job_attempts", "job_position"])
+            # Owed at once: hand_off_owed_jobs enqueues it, and again should that fail.
+            task.handoff_deadline = timezone.now()
+            task.handoffs = 0
+            task.save(
+                update_fields=[
+                    "lease_expires_at",
+                    "job_id",
+                    "job_attempts",
+                    "job_position",
+                    "handoff_deadline",
+                    "handoffs",
+                ]
+            )
             return True
         task.save(update_fields=["lease_expires_at", "job_id"])
         message = types.Message(
@@ -662,6 +736,8 @@ class TaskStore:
         task.state = state.value
         task.status_message = _to_builtins(message) if message is not None else None
         task.status_timestamp = timezone.now()
+        if state.is_settled:
+            task.handoff_deadline = None  # its run is over (a continuation owes a new one)
         if as_message and message is not None:
             payload = {"message": _to_builtins(msgspec.structs.replace(message, task_id=""))}
         else:
@@ -670,9 +746,7 @@ class TaskStore:
             )
             payload = {"statusUpdate": _to_builtins(update)}
         event = self._record_event(task, payload)
-        _save_fields(
-            task, "state", "status_message", "status_timestamp", "seq", "history_size", "updated_at"
-        )
+        _save_fields(task, *_STATUS_CHANGES)
         return event
 
     def _append_history(self, task: models.Task, messages: Iterable[types.Message]) -> None:
@@ -991,6 +1065,18 @@ def _count_sql(filters: _ListFilters, counted: bool) -> str:
     table = connection.ops.quote_name(models.Task._meta.db_table)
     return f"SELECT COUNT(*) FROM {table} c WHERE {filters.where('c')}"
 
+
+#: What a status change writes of the task row.
+_STATUS_CHANGES = (
+    "state",
+    "status_message",
+    "status_timestamp",
+    "seq",
+    "history_size",
+    "handoff_deadline",
+    "handoffs",
+    "updated_at",
+)
 
 #: What a later chunk of an artifact may change.
 _ARTIFACT_CHANGES = (

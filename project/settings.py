@@ -256,6 +256,7 @@ def _a2a_overrides() -> dict[str, Any]:
         "A2A_BLOCKING_TIMEOUT": ("BLOCKING_TIMEOUT", float),
         "A2A_CANCEL_GRACE_PERIOD": ("CANCEL_GRACE_PERIOD", float),
         "A2A_JOB_LEASE": ("JOB_LEASE", float),
+        "A2A_JOB_HANDOFF_TIMEOUT": ("JOB_HANDOFF_TIMEOUT", float),
         "A2A_LOST_JOB_POLICY": ("LOST_JOB_POLICY", str),
         "A2A_LOST_JOB_MAX_RETRIES": ("LOST_JOB_MAX_RETRIES", int),
         "A2A_SSE_KEEPALIVE": ("SSE_KEEPALIVE", float),

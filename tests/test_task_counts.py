@@ -66,10 +66,16 @@ def new_task(owner: str = "user:7", tenant: str = "", context: str = "ctx") -> s
     return created.id
 
 
-def rows(count: int, owner: str, tenant: str = "", state: str = "TASK_STATE_WORKING"):
+def rows(
+    count: int,
+    owner: str,
+    tenant: str = "",
+    state: str = "TASK_STATE_WORKING",
+    model: type[models.Task] = models.Task,
+):
     now = timezone.now()
     return [
-        models.Task(
+        model(
             context_id="bulk",
             owner=owner,
             tenant=tenant,
@@ -224,11 +230,16 @@ def test_the_migration_counts_the_tasks_already_stored():
     """Applied to a table with tasks, 0003 counts them; unapplied, it leaves no trace."""
     executor = MigrationExecutor(connection)
     try:
-        executor.migrate([("a2a_endpoint", "0002_job_leases")])
+        before = [("a2a_endpoint", "0002_job_leases")]
+        executor.migrate(before)
         with connection.cursor() as cursor:
             cursor.execute("SELECT to_regclass(%s), to_regproc(%s)", [COUNTS, f"{COUNTS}_added"])
             assert cursor.fetchone() == (None, None)
-        models.Task.objects.bulk_create(rows(30, "user:1") + rows(20, "user:2", "acme"))
+        # The task model as it was then (later migrations add columns).
+        then = executor.loader.project_state(before).apps.get_model("a2a_endpoint", "Task")
+        then.objects.bulk_create(
+            rows(30, "user:1", model=then) + rows(20, "user:2", "acme", model=then)
+        )
     finally:
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes("a2a_endpoint"))

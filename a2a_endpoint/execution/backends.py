@@ -47,10 +47,20 @@ class InlineBackend(ExecutionBackend):
             int(app_settings.INLINE_MAX_WORKERS), thread_name_prefix="a2a-agent"
         )
         self._loop.set_default_executor(self._pool)
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name="a2a-inline-backend", daemon=True
-        )
+        self._thread = threading.Thread(target=self._run, name="a2a-inline-backend", daemon=True)
         self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._loop.run_forever()
+        finally:
+            # Closed in its own thread: what wraps the close (channels_redis flushes the
+            # layer a job published through on this loop) runs the loop once more, which a
+            # thread running another loop (a server's, a test's) could not do.
+            try:
+                self._loop.close()
+            except Exception:
+                logger.warning("Could not close the inline backend's event loop", exc_info=True)
 
     def submit(self, task_id: str) -> None:
         cancel_event = threading.Event()
@@ -102,9 +112,7 @@ class InlineBackend(ExecutionBackend):
         # Threads first: a finishing sync job reports back to the loop, so it must still run.
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout)
-        if not self._loop.is_running():
-            self._loop.close()
+        self._thread.join(timeout)  # the thread closes the loop as it ends
 
 
 async def _drain() -> None:

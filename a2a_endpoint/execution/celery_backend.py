@@ -1,11 +1,14 @@
 """The Celery execution backend: agent jobs on Celery workers. Celery is imported only here.
 
 Jobs carry only the task id and are enqueued after the commit that stored the message
-(the service calls ``submit`` from ``transaction.on_commit``). They are ``acks_late`` with
-``reject_on_worker_lost``, and leased (see ``jobs.py``): a redelivered job never runs an agent
-twice for one message, and a job lost with its worker is retried or failed by the sweeper.
-A job that ignores CancelTask is killed after the grace period (``revoke(terminate=True)``:
-the prefork pool), by a stop job or, when no pool process is free to run it, by the sweeper.
+(the service calls ``submit`` from ``transaction.on_commit``). The job stays owed until a
+worker claims it: the sweeper enqueues it again if that did not happen in time (the broker
+was down, the web process died before enqueueing it, or the broker lost it). Jobs are
+``acks_late`` with ``reject_on_worker_lost``, and leased (see ``jobs.py``): a redelivered job
+never runs an agent twice for one message, and a job lost with its worker is retried or
+failed by the sweeper. A job that ignores CancelTask is killed after the grace period
+(``revoke(terminate=True)``: the prefork pool), by a stop job or, when no pool process is
+free to run it, by the sweeper.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ class CeleryBackend(ExecutionBackend):
     """Production backend: any worker runs any job; cancellation reaches it wherever it runs."""
 
     def submit(self, task_id: str) -> None:
-        run_agent_task.apply_async(args=[task_id], **_queue())
+        _enqueue(task_id)
 
     def cancel(self, task_id: str) -> None:
         # The task is CANCELED already and the job hears it on the bus at once. A job still
@@ -140,15 +143,22 @@ def stop_stubborn_jobs() -> list[str]:
     return stopped
 
 
+def _enqueue(task_id: str) -> None:
+    run_agent_task.apply_async(args=[task_id], **_queue())
+
+
 @shared_task(name=RECOVER, ignore_result=True)
 def recover_lost_jobs() -> list[str]:
-    """Retry or fail tasks whose job stopped renewing its lease (its worker is gone)."""
+    """Retry or fail tasks whose job stopped renewing its lease (its worker is gone), then
+    hand over every job owed past its deadline (the retried ones among them, at once)."""
     retry = app_settings.LOST_JOB_POLICY == "retry"
-    retried = runtime.get_store().recover_lost_jobs(
+    store = runtime.get_store()
+    retried = store.recover_lost_jobs(
         retry=retry, max_retries=int(app_settings.LOST_JOB_MAX_RETRIES)
     )
-    for task_id in retried:
-        run_agent_task.apply_async(args=[task_id], **_queue())
+    handed = store.hand_off_owed_jobs(_enqueue)
+    if handed:
+        logger.info("Handed %d owed job(s) to the broker again: %s", len(handed), handed)
     return retried
 
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import logging
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -18,6 +21,7 @@ from a2a_endpoint.conf import app_settings
 from a2a_endpoint.errors import (
     InvalidParamsError,
     PushNotificationNotSupportedError,
+    ServiceUnavailableError,
     UnsupportedOperationError,
 )
 from a2a_endpoint.execution import runtime
@@ -29,6 +33,9 @@ from a2a_endpoint.store import StoredEvent, TaskRecord, TaskStore, canonical_tas
 from a2a_endpoint.streaming.bus import EventBus, Subscription
 
 StreamItem = StoredEvent | Keepalive
+Listening = contextlib.AbstractAsyncContextManager[Subscription]
+
+logger = logging.getLogger("a2a_endpoint.service")
 
 __all__ = ["KEEPALIVE", "RequestHandler", "StreamItem", "get_request_handler"]
 
@@ -78,8 +85,9 @@ class RequestHandler:
                 task_id, params, caller, tenant, snapshot=True, history_length=config.history_length
             )
         else:
-            # Subscribe before anything runs, so no update of the job can slip past the wait.
-            async with self.bus.watch_settled(task_id) as updates:
+            # Subscribe before anything runs, so no update of the job can slip past the wait
+            # (and a bus that cannot be joined is an error with nothing stored).
+            async with _listening(self.bus.watch_settled(task_id)) as updates:
                 start = await _db(self._start)(task_id, params, caller, tenant)
                 if start.new:  # subscribed before the task existed: every event is to come
                     reply = await self._wait(start.task_id, updates, look_first=False)
@@ -152,7 +160,7 @@ class RequestHandler:
                 metadata=params.metadata,
             )
             if record.id == task_id:
-                transaction.on_commit(functools.partial(self.backend.submit, record.id))
+                transaction.on_commit(functools.partial(self._hand_off, record.id))
         return record
 
     def _continue(
@@ -169,14 +177,31 @@ class RequestHandler:
                 )
             record, resumed = self.store.continue_task(current.id, caller.owner, tenant, message)
             if resumed:
-                transaction.on_commit(functools.partial(self.backend.submit, record.id))
+                transaction.on_commit(functools.partial(self._hand_off, record.id))
         return record
+
+    def _hand_off(self, task_id: str) -> None:
+        """Give the committed task's job to the backend (after the commit).
+
+        A backend that cannot take it now (the broker is down) does not undo the write the
+        client is answered for: the job stays owed (``handoff_deadline``), and a worker's
+        sweeper hands it over again once the broker is back (``JOB_HANDOFF_TIMEOUT``).
+        """
+        try:
+            self.backend.submit(task_id)
+        except Exception:
+            logger.warning(
+                "Could not hand the job of task %s to the execution backend; it stays owed "
+                "and is handed over again within JOB_HANDOFF_TIMEOUT",
+                task_id,
+                exc_info=True,
+            )
 
     async def _wait_on(self, task_id: str, updates: Subscription) -> types.Message | None:
         """``_wait`` on ``updates`` if they are this task's, else on a new subscription."""
         if updates.task_id == task_id:
             return await self._wait(task_id, updates)
-        async with self.bus.watch_settled(task_id) as own:
+        async with _listening(self.bus.watch_settled(task_id)) as own:
             return await self._wait(task_id, own)
 
     async def _wait(
@@ -214,34 +239,51 @@ class RequestHandler:
     async def send_streaming_message(
         self, params: types.SendMessageRequest, caller: types.Caller
     ) -> AsyncIterator[StreamItem]:
-        """Validate and start at once (errors come before the stream); then the events."""
+        """Validate, listen and start at once (errors come before the stream); then the
+        events. Listening comes first, as for a blocking send: a bus that cannot be joined
+        is an error with nothing stored, not a task started that nobody can follow."""
         self._check_streaming()
         config = self._configuration(params)
         tenant = params.tenant or caller.tenant
         task_id = self._target(params)
-        start = await in_thread(self._start)(
-            task_id, params, caller, tenant, snapshot=True, history_length=config.history_length
-        )
-        return self._send_stream(start, caller.owner, tenant, config.history_length)
+        listening = self.bus.subscribe(task_id)
+        updates = await _join(listening)
+        try:
+            start = await in_thread(self._start)(
+                task_id, params, caller, tenant, snapshot=True, history_length=config.history_length
+            )
+            if start.task_id != task_id:  # a retried send: follow the task it started
+                await listening.__aexit__(None, None, None)
+                listening = self.bus.subscribe(start.task_id)
+                updates = await _join(listening)
+        except BaseException:
+            await listening.__aexit__(*sys.exc_info())
+            raise
+        events = self._send_stream(start, updates, caller.owner, tenant, config.history_length)
+        return _Held(events, listening)
 
     async def _send_stream(
-        self, start: _Start, owner: str, tenant: str, history_length: int | None
+        self,
+        start: _Start,
+        updates: Subscription,
+        owner: str,
+        tenant: str,
+        history_length: int | None,
     ) -> AsyncIterator[StreamItem]:
-        async with self.bus.subscribe(start.task_id) as updates:
-            reply = await in_thread(self._reply_event)(start.task_id) if start.retried else None
-            if reply is not None:
-                # A2A §3.1.1: answered with a direct Message, a retry gets that Message
-                # again (as SendMessage does), never the task behind it.
-                yield reply
-                return
-            if start.new:
-                events = self._new_task_events(start, updates)
-            else:
-                events = self._task_events(
-                    start.task_id, owner, tenant, updates, at_settled, history_length
-                )
-            async for item in events:
-                yield item
+        reply = await in_thread(self._reply_event)(start.task_id) if start.retried else None
+        if reply is not None:
+            # A2A §3.1.1: answered with a direct Message, a retry gets that Message
+            # again (as SendMessage does), never the task behind it.
+            yield reply
+            return
+        if start.new:
+            events = self._new_task_events(start, updates)
+        else:
+            events = self._task_events(
+                start.task_id, owner, tenant, updates, at_settled, history_length
+            )
+        async for item in events:
+            yield item
 
     def _reply_event(self, task_id: str) -> StoredEvent | None:
         reply = self.store.direct_reply(task_id)
@@ -257,13 +299,9 @@ class RequestHandler:
         """A direct Message reply is the whole stream; else the Task first, then updates."""
         first = StoredEvent(start.task_id, start.seq, TaskState.SUBMITTED, {"task": start.snapshot})
         opened = False
+        # Subscribed before the task existed: every later event comes through ``updates``.
         events = follow_events(
-            self.store,
-            updates,
-            last=start.seq,
-            stop=at_settled,
-            keepalive=_keepalive(),
-            backlog=True,
+            self.store, updates, last=start.seq, stop=at_settled, keepalive=_keepalive()
         )
         async for item in events:
             if not opened and isinstance(item, StoredEvent):
@@ -322,31 +360,38 @@ class RequestHandler:
             raise UnsupportedOperationError(
                 f"Task is in terminal state {record.state.value}", taskId=record.id
             )
-        return self._subscription(record.id, caller.owner, tenant, resume_after)
+        listening = self.bus.subscribe(record.id)
+        updates = await _join(listening)  # before the stream: an unreachable bus is an error
+        events = self._subscription(record.id, updates, caller.owner, tenant, resume_after)
+        return _Held(events, listening)
 
     async def _subscription(
-        self, task_id: str, owner: str, tenant: str, resume_after: int | None
+        self,
+        task_id: str,
+        updates: Subscription,
+        owner: str,
+        tenant: str,
+        resume_after: int | None,
     ) -> AsyncIterator[StreamItem]:
         # The snapshot and the events in this generator, not in a nested one: a thousand
         # streams of a task each resume every generator in between for every event.
-        async with self.bus.subscribe(task_id) as updates:
-            last = resume_after
-            if last is None:
-                first = await self._snapshot_event(task_id, owner, tenant)
-                yield first
-                if at_terminal(first):
-                    return
-                last = first.seq
-            events = follow_events(
-                self.store,
-                updates,
-                last=last,
-                stop=at_terminal,
-                keepalive=_keepalive(),
-                backlog=resume_after is not None,
-            )
-            async for item in events:
-                yield item
+        last = resume_after
+        if last is None:
+            first = await self._snapshot_event(task_id, owner, tenant)
+            yield first
+            if at_terminal(first):
+                return
+            last = first.seq
+        events = follow_events(
+            self.store,
+            updates,
+            last=last,
+            stop=at_terminal,
+            keepalive=_keepalive(),
+            backlog=resume_after is not None,
+        )
+        async for item in events:
+            yield item
 
     # --- Tasks ----------------------------------------------------------------------------
 
@@ -371,8 +416,23 @@ class RequestHandler:
         task = await _db(self.store.cancel)(params.id, caller.owner, params.tenant or caller.tenant)
         # The task is CANCELED already (terminal, so the job's later writes are refused);
         # now tell the job to stop wherever it runs (a Celery publish may block: off the loop).
-        await _db(self.backend.cancel)(task.id)
+        await _db(self._stop_job)(task.id)
         return task
+
+    def _stop_job(self, task_id: str) -> None:
+        """Tell a canceled task's job to stop. The cancel is committed whatever happens
+        here: a job that misses the signal (the bus or the broker is down) hears it from
+        its lease's heartbeat (a task found terminal), and one that ignores it is killed
+        by a worker's sweeper (``stop_stubborn_jobs``)."""
+        try:
+            self.backend.cancel(task_id)
+        except Exception:
+            logger.warning(
+                "Could not signal the job of canceled task %s; its heartbeat finds it "
+                "canceled instead",
+                task_id,
+                exc_info=True,
+            )
 
     # --- Push notification configs (not offered: capabilities.pushNotifications false) -----
 
@@ -410,3 +470,56 @@ def get_request_handler() -> RequestHandler:
 
 def _keepalive() -> float:
     return float(app_settings.SSE_KEEPALIVE)
+
+
+async def _join(listening: Listening) -> Subscription:
+    """Enter ``listening``; an event bus that cannot be joined is ServiceUnavailableError."""
+    try:
+        return await listening.__aenter__()
+    except Exception as exc:
+        logger.warning("Could not join the event bus", exc_info=True)
+        raise ServiceUnavailableError(
+            "The event bus is unreachable; nothing was changed, try again later"
+        ) from exc
+
+
+@contextlib.asynccontextmanager
+async def _listening(listening: Listening) -> AsyncIterator[Subscription]:
+    """``async with listening`` whose entry failing is ServiceUnavailableError (``_join``)."""
+    updates = await _join(listening)
+    try:
+        yield updates
+    except BaseException:
+        if not await listening.__aexit__(*sys.exc_info()):
+            raise
+    else:
+        await listening.__aexit__(None, None, None)
+
+
+class _Held:
+    """A stream's events with the subscription they are read from, left when the stream
+    ends or is closed, also when it was never read (a request that ended before its
+    stream began): an async generator that never started has no ``finally`` to run."""
+
+    def __init__(self, events: AsyncIterator[StreamItem], listening: Listening) -> None:
+        self._events = events
+        self._listening: Listening | None = listening
+
+    def __aiter__(self) -> _Held:
+        return self
+
+    async def __anext__(self) -> StreamItem:
+        try:
+            return await anext(self._events)
+        except BaseException:
+            await self.aclose()
+            raise
+
+    async def aclose(self) -> None:
+        listening, self._listening = self._listening, None
+        if listening is None:
+            return
+        try:
+            await self._events.aclose()  # type: ignore[attr-defined]
+        finally:
+            await listening.__aexit__(None, None, None)

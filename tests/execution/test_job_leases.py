@@ -192,3 +192,90 @@ def test_jobs_outliving_their_tasks_are_named_after_the_grace_period(store):
     assert store.jobs_outliving_their_tasks(grace=60) == [(task_id, "job-1")]
     store.release_job(task_id, "job-1")
     assert store.jobs_outliving_their_tasks(grace=60) == []
+
+
+# --- the owed job: from the commit of its message until a worker claims it ------------------
+
+
+def owed(task_id: str) -> tuple[object, int]:
+    task = models.Task.objects.get(pk=task_id)
+    return task.handoff_deadline, task.handoffs
+
+
+def overdue(task_id: str) -> None:
+    models.Task.objects.filter(pk=task_id).update(
+        handoff_deadline=timezone.now() - timedelta(seconds=1)
+    )
+
+
+def test_a_new_task_owes_its_job_until_a_worker_claims_it(store, settings):
+    settings.A2A_ENDPOINT = {**settings.A2A_ENDPOINT, "JOB_HANDOFF_TIMEOUT": 40}
+    before = timezone.now()
+    task_id = new_task(store)
+    deadline, handoffs = owed(task_id)
+    assert before + timedelta(seconds=40) <= deadline <= timezone.now() + timedelta(seconds=40)
+    assert handoffs == 0
+    assert store.claim_job(task_id, "job-1", 30)
+    assert owed(task_id) == (None, 0)
+
+
+def test_a_continued_task_owes_its_next_job_and_a_settled_one_none(store):
+    task_id = new_task(store)
+    store.claim_job(task_id, "job-1", 30)
+    store.update_status(task_id, TaskState.INPUT_REQUIRED)
+    assert owed(task_id)[0] is None
+    answer = msgspec.convert(user_message("Ada"), types.Message)
+    store.continue_task(task_id, "o", "", answer)
+    assert owed(task_id)[0] is not None
+    store.cancel(task_id, "o", "")  # canceled before a worker took the job: nothing owed
+    assert owed(task_id)[0] is None
+
+
+def test_overdue_jobs_are_handed_over_again_each_time_later(store, settings):
+    settings.A2A_ENDPOINT = {**settings.A2A_ENDPOINT, "JOB_HANDOFF_TIMEOUT": 10}
+    due, waiting = new_task(store), new_task(store)
+    overdue(due)
+    handed: list[str] = []
+    assert store.hand_off_owed_jobs(handed.append) == [due]
+    assert handed == [due]
+    deadline, handoffs = owed(due)
+    assert handoffs == 1
+    assert deadline > timezone.now() + timedelta(seconds=19)  # twice the timeout now
+    assert store.hand_off_owed_jobs(handed.append) == []  # not due again yet
+    overdue(due)
+    assert store.hand_off_owed_jobs(handed.append) == [due]
+    assert owed(due)[0] > timezone.now() + timedelta(seconds=39)
+    assert owed(waiting)[1] == 0  # still within its first deadline: never handed again
+
+
+def test_a_failing_hand_off_ends_the_sweep_and_keeps_the_rest_owed(store):
+    first, second = new_task(store), new_task(store)
+    overdue(first)
+    overdue(second)
+
+    def broker_down(task_id: str) -> None:
+        raise ConnectionError("broker unreachable")
+
+    assert store.hand_off_owed_jobs(broker_down) == []
+    assert owed(first)[1] == owed(second)[1] == 0
+    assert owed(first)[0] < timezone.now()  # due at the next sweep
+
+
+def test_a_settled_task_is_not_handed_over(store):
+    task_id = new_task(store)
+    models.Task.objects.filter(pk=task_id).update(state=TaskState.INPUT_REQUIRED.value)
+    overdue(task_id)
+    assert store.hand_off_owed_jobs(lambda task: pytest.fail("handed")) == []
+    assert owed(task_id)[0] is None
+
+
+def test_a_retried_lost_job_is_owed_at_once(store):
+    task_id = new_task(store)
+    store.claim_job(task_id, "job-1", 30)
+    lapse(task_id)
+    assert store.recover_lost_jobs(retry=True, max_retries=1) == [task_id]
+    handed: list[str] = []
+    # Enqueued by the hand-off, so a broker that is down then does not lose the retry.
+    assert store.hand_off_owed_jobs(handed.append) == [task_id]
+    assert store.claim_job(task_id, "job-2", 30)
+    assert owed(task_id) == (None, 0)
