@@ -9,7 +9,7 @@ from typing import Any
 
 import msgspec
 
-from a2a_endpoint import errors, jsonrpc, types
+from a2a_endpoint import errors, jsonrpc, storable, types
 from a2a_endpoint.conf import app_settings
 from a2a_endpoint.service import get_request_handler
 from a2a_endpoint.service.agent_card import (
@@ -165,6 +165,10 @@ def decode_params(params: Any, params_type: type[msgspec.Struct]) -> Any:
         raise errors.InvalidParamsError(
             field="params", description="params must be an object (by-name parameters)"
         )
+    # Before the types: a value the database cannot hold is the client's error, not a
+    # -32603 from deep inside a write (a2a_endpoint.storable).
+    if (unstorable := storable.violation(params)) is not None:
+        raise errors.InvalidParamsError(field=unstorable[0], description=unstorable[1])
     try:
         return msgspec.convert(params, params_type, strict=False)
     except msgspec.ValidationError as exc:
