@@ -31,6 +31,11 @@ DEFAULTS: dict[str, Any] = {
     "MAX_REQUEST_BYTES": 1_048_576,
     # Deepest accepted JSON nesting (objects and arrays).
     "MAX_JSON_DEPTH": 64,
+    # Most requests in one JSON-RPC batch (a larger batch is one -32600).
+    "MAX_BATCH_ITEMS": 50,
+    # What one answer may grow to: a ListTasks page stops before it (returning fewer tasks),
+    # and a batch whose answers passed it runs no more of its requests.
+    "MAX_RESPONSE_BYTES": 8_388_608,
     # True: a request without A2A-Version is refused (-32009); False: PascalCase methods = 1.0.
     "STRICT_VERSION": False,
     # Extensions declared in the card: [{"uri": ..., "description": ..., "required": bool}].

@@ -269,4 +269,6 @@ def build_dispatcher() -> jsonrpc.Dispatcher:
         error_mapper=map_error,
         internal_error_data=_request_info,
         max_depth=int(app_settings.MAX_JSON_DEPTH),
+        max_batch_items=int(app_settings.MAX_BATCH_ITEMS),
+        max_response_bytes=int(app_settings.MAX_RESPONSE_BYTES),
     )

@@ -112,6 +112,19 @@ def _parse_uuid(task_id: str) -> uuid.UUID:
         raise TaskNotFoundError(taskId=task_id) from None
 
 
+def _within_budget(tasks: list[types.Task]) -> list[types.Task]:
+    """The first of ``tasks`` whose JSON fits ``MAX_RESPONSE_BYTES`` together (one at least):
+    a ListTasks page returns fewer tasks rather than an unbounded answer (A2A §3.1.4: the
+    service may return fewer than ``pageSize``)."""
+    budget = int(app_settings.MAX_RESPONSE_BYTES)
+    used = 0
+    for count, task in enumerate(tasks):
+        used += len(msgspec.json.encode(task))
+        if used > budget and count:
+            return tasks[:count]
+    return tasks
+
+
 def _handoff_deadline(now: datetime, handoffs: int = 0) -> datetime:
     """When the job owed from ``now`` must have been claimed: ``JOB_HANDOFF_TIMEOUT``,
     doubled for each hand-off already made (at most 64 times)."""
@@ -294,14 +307,16 @@ class TaskStore:
         if cursor is not None:
             page = page.after_cursor(*cursor)
         rows = list(page[: page_size + 1])
-        tasks = self.snapshots(
-            rows[:page_size],
-            history_length=request.history_length,
-            include_artifacts=include_artifacts,
+        tasks = _within_budget(
+            self.snapshots(
+                rows[:page_size],
+                history_length=request.history_length,
+                include_artifacts=include_artifacts,
+            )
         )
         next_page_token = ""
-        if len(rows) > page_size:
-            last = rows[page_size - 1]
+        if len(rows) > len(tasks):  # more to come (or cut by the budget)
+            last = rows[len(tasks) - 1]
             next_page_token = _make_cursor(last.status_timestamp, last.id)
         return types.ListTasksResponse(
             tasks=tasks,
@@ -675,22 +690,23 @@ class TaskStore:
         filters = _ListFilters(*(value is not None for value in optional))
         where = [owner, tenant, *(value for value in optional if value is not None)]
         keyset = [cursor[0], cursor[0], cursor[1]] if cursor is not None else []
-        params = [request.history_length, *where, *where, *keyset, page_size + 1]
+        budget = int(app_settings.MAX_RESPONSE_BYTES)
+        params = [request.history_length, *where, *where, *keyset, page_size + 1, budget]
         counted = task_counts_kept()
         with connection.cursor() as db:
             db.execute(_list_sql(filters, counted, cursor is not None, include_artifacts), params)
             rows = db.fetchall()
             if rows:
-                total = rows[0][-1]
+                total, fetched = rows[0][-2:]
             elif cursor is None:
-                total = 0  # no page without a cursor: nothing matches
+                total = fetched = 0  # no page without a cursor: nothing matches
             else:  # a page past the end still reports the total
                 db.execute(_count_sql(filters, counted), where)
-                total = db.fetchone()[0]
-        tasks = [_row_task(*row[:-1]) for row in rows[:page_size]]
+                total, fetched = db.fetchone()[0], 0
+        tasks = [_row_task(*row[:-2]) for row in rows[:page_size]]
         next_page_token = ""
-        if len(rows) > page_size:
-            task_id, _, _, _, timestamp, *_ = rows[page_size - 1]
+        if len(rows) > page_size or len(rows) < fetched:  # more to come (or cut by the budget)
+            task_id, _, _, _, timestamp, *_ = rows[len(tasks) - 1]
             next_page_token = _make_cursor(timestamp, task_id)
         return types.ListTasksResponse(
             tasks=tasks, next_page_token=next_page_token, page_size=page_size, total_size=total
@@ -1027,27 +1043,52 @@ def _snapshot_sql() -> str:
 
 @functools.cache
 def _list_sql(filters: _ListFilters, counted: bool, cursor: bool, artifacts: bool) -> str:
-    """PostgreSQL: a ListTasks page, newest first, with each task's lists and the total.
+    """PostgreSQL: a ListTasks page, newest first, with each task's lists and the total,
+    cut where its tasks would pass the byte budget (the first task always comes).
 
     Parameters: the history window, the filters twice (the total, then the page), the
-    cursor's ``(timestamp, timestamp, id)`` when ``cursor``, and the row limit. The total is
-    an uncorrelated scalar subquery: PostgreSQL evaluates it once (an InitPlan) and repeats
-    it on every row. The keyset bound is ``TaskQuerySet.after_cursor``'s: the plain ``<=``
-    lets the owner index start its scan at the cursor.
+    cursor's ``(timestamp, timestamp, id)`` when ``cursor``, the row limit and the budget.
+    The total is an uncorrelated scalar subquery: PostgreSQL evaluates it once (an InitPlan)
+    and repeats it on every row. The keyset bound is ``TaskQuerySet.after_cursor``'s: the
+    plain ``<=`` lets the owner index start its scan at the cursor.
     """
     table = connection.ops.quote_name(models.Task._meta.db_table)
     history, artifact_list = _lists_sql("t")
     keyset = (
         " AND t.status_timestamp <= %s AND (t.status_timestamp < %s OR t.id < %s)" if cursor else ""
     )
+    # The page (innermost), each row's size and the sizes up to it (middle: each list is
+    # built once), and the rows that fit the byte budget (outer; always the first row).
     return f"""
-        SELECT {_TASK_COLUMNS}, {history}, {artifact_list if artifacts else "NULL"},
-            ({_count_sql(filters, counted)})
-        FROM {table} t
-        WHERE {filters.where("t")}{keyset}
-        ORDER BY t.status_timestamp DESC, t.id DESC
-        LIMIT %s
+        SELECT id, context_id, state, status_message, status_timestamp, metadata,
+            h, a, total, fetched
+        FROM (
+            SELECT page.*, COUNT(*) OVER () AS fetched,
+                SUM({_ROW_BYTES}) OVER (ORDER BY status_timestamp DESC, id DESC
+                    ROWS UNBOUNDED PRECEDING) AS upto,
+                ROW_NUMBER() OVER (ORDER BY status_timestamp DESC, id DESC) AS n
+            FROM (
+                SELECT {_TASK_COLUMNS}, {history} AS h,
+                    {artifact_list if artifacts else "NULL"} AS a,
+                    ({_count_sql(filters, counted)}) AS total
+                FROM {table} t
+                WHERE {filters.where("t")}{keyset}
+                ORDER BY t.status_timestamp DESC, t.id DESC
+                LIMIT %s
+            ) page
+        ) sized
+        WHERE n = 1 OR upto <= %s
+        ORDER BY status_timestamp DESC, id DESC
     """
+
+
+#: What a ListTasks row adds to the answer, about: its lists, status message and metadata
+#: as JSON, and a margin for the rest of the task (id, context, state, timestamp, keys).
+_ROW_BYTES = (
+    "COALESCE(octet_length(h), 0) + COALESCE(octet_length(a), 0)"
+    " + COALESCE(octet_length(status_message::text), 0)"
+    " + COALESCE(octet_length(metadata::text), 0) + 256"
+)
 
 
 @functools.cache

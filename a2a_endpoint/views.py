@@ -47,9 +47,11 @@ setting_changed.connect(_reset)
 
 
 def _json(payload: Any, status: int = 200, context: RpcContext | None = None) -> HttpResponse:
-    response = HttpResponse(
-        msgspec.json.encode(payload), content_type="application/json", status=status
-    )
+    return _json_body(msgspec.json.encode(payload), status, context)
+
+
+def _json_body(body: bytes, status: int = 200, context: RpcContext | None = None) -> HttpResponse:
+    response = HttpResponse(body, content_type="application/json", status=status)
     if context is not None and (activated := context.activated_extensions):
         response[EXTENSIONS_HEADER] = ", ".join(sorted(activated))
     return response
@@ -174,7 +176,7 @@ class JsonRpcView(View):
             return _json(_dispatcher().error_response(exc, None))
         outcome = await _dispatcher().dispatch(body, context)
         if isinstance(outcome, jsonrpc.Reply):
-            return _json(outcome.payload, context=context)
+            return _json_body(outcome.encoded(), context=context)
         if isinstance(outcome, jsonrpc.NoReply):
             return HttpResponse(status=204)
         return await self.stream(outcome, context)

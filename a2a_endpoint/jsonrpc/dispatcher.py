@@ -6,6 +6,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+import msgspec
+
 from .envelope import Request, RequestId, decode_body, failure, parse_request, success
 from .errors import (
     InternalError,
@@ -36,9 +38,14 @@ class Method:
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """An HTTP 200 JSON body: one response object or a batch list of them."""
+    """An HTTP 200 JSON body: one response object or a batch list of them, and ``body``,
+    that JSON encoded (None: not encoded yet)."""
 
     payload: dict[str, Any] | list[dict[str, Any]]
+    body: bytes | None = None
+
+    def encoded(self) -> bytes:
+        return self.body if self.body is not None else msgspec.json.encode(self.payload)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,10 +84,19 @@ class Dispatcher:
         error_mapper: ErrorMapper = _no_mapping,
         internal_error_data: Callable[[str], Any] | None = None,
         max_depth: int = 100,
+        max_batch_items: int | None = None,
+        max_response_bytes: int | None = None,
+        encode: Callable[[Any], bytes] = msgspec.json.encode,
         logger: logging.Logger | None = None,
     ) -> None:
         if max_depth < 1:
             raise ValueError("max_depth must be >= 1: a request object is already depth 1")
+        # A batch holds at most max_batch_items requests (a larger one is one -32600), and
+        # once its answers pass max_response_bytes the requests left are not run (each is
+        # answered -32600): one body cannot make the server build an unbounded answer.
+        self._max_batch_items = max_batch_items
+        self._max_response_bytes = max_response_bytes
+        self._encode = encode
         # Copied so that the routing table cannot change under a running server.
         self._methods: dict[str, Method] = dict(methods)
         self._error_mapper = error_mapper
@@ -142,19 +158,64 @@ class Dispatcher:
             # The transport picks the streaming framing, so the handler is not called here.
             return StreamReply(request, method)
         response = await self._call(request, method, context)
-        return NoReply() if response is None else Reply(response)
+        if response is None:
+            return NoReply()
+        response, body = self._encoded(response, request)
+        return Reply(response, body)
 
     async def _dispatch_batch(self, items: list[Any], context: Any) -> DispatchResult:
         if not items:
             # The spec answers an empty batch with a single error object, not a list.
             return Reply(failure(None, InvalidRequestError()))
+        limit = self._max_batch_items
+        if limit is not None and len(items) > limit:
+            error = InvalidRequestError(
+                f"A batch may hold at most {limit} requests; this one holds {len(items)}"
+            )
+            return Reply(failure(None, error))
         responses: list[dict[str, Any]] = []
+        encoded: list[bytes] = []
+        size = 2  # the brackets
         # Sequential on purpose: deterministic ordering of side effects within a batch.
         for item in items:
-            response = await self._dispatch_batch_item(item, context)
+            if self._max_response_bytes is not None and size > self._max_response_bytes:
+                response = self._not_run(item)
+            else:
+                response = await self._dispatch_batch_item(item, context)
             if response is not None:
+                response, body = self._encoded(response, None)
                 responses.append(response)
-        return Reply(responses) if responses else NoReply()
+                encoded.append(body)
+                size += len(body) + 1
+        if not responses:
+            return NoReply()
+        return Reply(responses, b"[" + b",".join(encoded) + b"]")
+
+    def _encoded(
+        self, response: dict[str, Any], request: Request | None
+    ) -> tuple[dict[str, Any], bytes]:
+        """``response`` and its JSON; a result that cannot be encoded is a -32603 (logged),
+        never an exception out of the dispatcher."""
+        try:
+            return response, self._encode(response)
+        except Exception as exc:
+            method = request.method if request is not None else None
+            response = self.error_response(exc, response.get("id"), method=method)
+            return response, self._encode(response)
+
+    def _not_run(self, item: Any) -> dict[str, Any] | None:
+        """The answer of a batch request left unrun: the batch's answers are full."""
+        try:
+            request = parse_request(item)
+        except InvalidRequestError as exc:
+            return failure(exc.request_id, exc)
+        if request.is_notification:
+            return None
+        message = (
+            f"Not run: the batch's answers passed {self._max_response_bytes} bytes; "
+            "send this request again in another batch"
+        )
+        return failure(request.id, InvalidRequestError(message))
 
     async def _dispatch_batch_item(self, item: Any, context: Any) -> dict[str, Any] | None:
         try:

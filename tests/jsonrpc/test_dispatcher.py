@@ -740,3 +740,58 @@ def test_dispatch_never_raises_on_arbitrary_bytes(body: bytes) -> None:
     assert isinstance(result, Reply | NoReply)
     if isinstance(result, Reply) and isinstance(result.payload, dict):
         _assert_well_formed(result.payload)
+
+
+# --- bounds: batch items and the size of a batch's answers ----------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_batch_over_the_item_limit_is_one_invalid_request_and_runs_nothing(
+    recorder: Recorder,
+) -> None:
+    dispatcher = Dispatcher(recorder.methods(), max_batch_items=3)
+    payload = await reply_of(dispatcher, encode([req("echo", id=n) for n in range(4)]))
+    assert payload == err(None, -32600, "A batch may hold at most 3 requests; this one holds 4")
+    assert recorder.calls == []
+    at_limit = await reply_of(dispatcher, encode([req("echo", id=n) for n in range(3)]))
+    assert [answer["id"] for answer in at_limit] == [0, 1, 2]
+
+
+@pytest.mark.asyncio
+async def test_a_batch_whose_answers_pass_the_byte_limit_runs_no_more_requests(
+    recorder: Recorder,
+) -> None:
+    dispatcher = Dispatcher(recorder.methods(), max_response_bytes=300)
+    big = "x" * 150
+    body = encode(
+        [
+            req("echo", [big], id=1),  # runs: the answers are still under the limit
+            req("echo", [big], id=2),  # runs: under the limit before it, over after it
+            req("echo", [big], id=3),  # not run
+            {"jsonrpc": "2.0", "method": "echo", "params": ["note"]},  # not run, no answer
+            {"jsonrpc": "1.0", "method": "echo", "id": 5},  # invalid whatever the size
+        ]
+    )
+    result = await dispatcher.dispatch(body, "ctx")
+    assert isinstance(result, Reply)
+    first, second, third, invalid = result.payload
+    assert [first["id"], second["id"]] == [1, 2]
+    assert "result" in first
+    assert "result" in second
+    assert third["id"] == 3
+    assert third["error"]["code"] == -32600
+    assert "Not run" in third["error"]["message"]
+    assert "300 bytes" in third["error"]["message"]
+    assert invalid["error"]["code"] == -32600
+    assert [call[1] for call in recorder.calls] == [[big], [big]]
+    assert msgspec.json.decode(result.encoded()) == result.payload  # the body is the payload
+
+
+@pytest.mark.asyncio
+async def test_a_result_that_cannot_be_encoded_is_an_internal_error(recorder: Recorder) -> None:
+    dispatcher = Dispatcher(recorder.methods())
+    result = await dispatcher.dispatch(encode(req("echo", id=9)), object())
+    assert isinstance(result, Reply)
+    assert result.payload["id"] == 9
+    assert result.payload["error"]["code"] == -32603
+    assert msgspec.json.decode(result.encoded()) == result.payload
