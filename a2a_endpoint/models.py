@@ -151,6 +151,12 @@ class Artifact(models.Model):
     metadata = models.JSONField(_("metadata"), null=True, blank=True)
     extensions = models.JSONField(_("extensions"), default=list, blank=True)
     complete = models.BooleanField(_("complete"), default=False, help_text=_("Last chunk seen."))
+    attempt = models.PositiveSmallIntegerField(
+        _("job attempt"),
+        default=1,
+        db_default=1,
+        help_text=_("The run of the task's job that last wrote it (a lost run is retried)."),
+    )
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
     updated_at = models.DateTimeField(_("updated"), auto_now=True)
 

@@ -75,6 +75,8 @@ class ClaimedJob:
 
     record: TaskRecord
     history: list[types.Message]
+    #: Which run of the message's job this is: 1, then 2 for a retry after a lost worker.
+    attempt: int = 1
 
 
 Publisher = Callable[[StoredEvent], None]
@@ -453,18 +455,7 @@ class TaskStore:
                 raise TaskStateError(f"Task {task_id} is finished", taskId=task_id)
             self._merge_artifact(task, artifact, append=append, last_chunk=last_chunk)
             event = self._record_event(
-                task,
-                {
-                    "artifactUpdate": _to_builtins(
-                        types.TaskArtifactUpdateEvent(
-                            task_id=str(task.id),
-                            context_id=task.context_id,
-                            artifact=artifact,
-                            append=append,
-                            last_chunk=last_chunk,
-                        )
-                    )
-                },
+                task, _artifact_update(task, artifact, append=append, last_chunk=last_chunk)
             )
             _save_fields(task, "seq", "updated_at")
         return event
@@ -511,7 +502,7 @@ class TaskStore:
                 task, "job_position", "job_id", "lease_expires_at", "handoff_deadline", "handoffs"
             )
         history = [msgspec.convert(payload, types.Message) for _, _, payload in rows]
-        return ClaimedJob(_record(task), history)
+        return ClaimedJob(_record(task), history, attempt=task.job_attempts + 1)
 
     def renew_job(self, task_id: str, job_id: str, lease: float) -> TaskState | None:
         """Extend the lease of a running job; returns the task state (None: not its job)."""
@@ -620,6 +611,8 @@ class TaskStore:
             task.save(update_fields=["lease_expires_at", "job_id"])
             return False
         if retry:
+            lost = task.job_attempts + 1
+            self._supersede(task, lost)
             task.job_attempts += 1
             task.job_position = 0  # unclaimed: the next job may run the message again
             # Owed at once: hand_off_owed_jobs enqueues it, and again should that fail.
@@ -635,6 +628,18 @@ class TaskStore:
                     "handoffs",
                 ]
             )
+            notice = types.Message(
+                message_id=str(uuid.uuid4()),
+                role=types.Role.AGENT,
+                parts=[
+                    types.Part(
+                        text=f"The worker running this task was lost; it runs again "
+                        f"(attempt {lost + 1}). Output of attempt {lost} is superseded."
+                    )
+                ],
+                metadata={RETRY_KEY: {"attempt": lost + 1, "lostAttempt": lost}},
+            )
+            self._change_status(task, TaskState.WORKING, notice)
             return True
         task.save(update_fields=["lease_expires_at", "job_id"])
         message = types.Message(
@@ -646,6 +651,23 @@ class TaskStore:
         )
         self._change_status(task, TaskState.FAILED, message)
         return False
+
+    def _supersede(self, task: models.Task, attempt: int) -> None:
+        """Mark what the lost run ``attempt`` wrote as superseded, each artifact closed with
+        a last chunk (an empty text part) whose metadata says so: clients following the task
+        see it end, and GetTask tells it from the retry's output. An artifact the retry
+        writes again from its start (same artifactId, ``append`` false) loses the mark."""
+        rows = task.artifacts.filter(attempt=attempt).order_by("position")
+        for artifact_id, name in rows.values_list("artifact_id", "name"):
+            closing = types.Artifact(
+                artifact_id=artifact_id,
+                name=name,
+                parts=[types.Part(text="")],
+                metadata={RETRY_KEY: {"attempt": attempt, "superseded": True}},
+            )
+            self._merge_artifact(task, closing, append=True, last_chunk=True, attempt=attempt)
+            self._record_event(task, _artifact_update(task, closing, append=True, last_chunk=True))
+        # task.seq is saved by the status change that follows (the retry's notice).
 
     # --- internals ----------------------------------------------------------------------
 
@@ -788,7 +810,13 @@ class TaskStore:
         models.Message.objects.bulk_create(rows)
 
     def _merge_artifact(
-        self, task: models.Task, artifact: types.Artifact, *, append: bool, last_chunk: bool
+        self,
+        task: models.Task,
+        artifact: types.Artifact,
+        *,
+        append: bool,
+        last_chunk: bool,
+        attempt: int | None = None,
     ) -> None:
         parts = [_to_builtins(part) for part in artifact.parts]
         row, count = _artifact_row(task, artifact.artifact_id)
@@ -799,6 +827,9 @@ class TaskStore:
             row.parts = [*row.parts, *parts]
         else:
             row.parts = parts
+            if row.metadata and RETRY_KEY in row.metadata:  # written anew: no longer superseded
+                row.metadata = {k: v for k, v in row.metadata.items() if k != RETRY_KEY} or None
+        row.attempt = attempt or task.job_attempts + 1
         row.name = artifact.name or row.name
         row.description = artifact.description or row.description
         if artifact.metadata is not None:
@@ -1127,8 +1158,27 @@ _ARTIFACT_CHANGES = (
     "metadata",
     "extensions",
     "complete",
+    "attempt",
     "updated_at",
 )
+
+#: The metadata key of what the store writes about a retried job: on the status message
+#: that announces the retry, and on each artifact of the lost run it supersedes.
+RETRY_KEY = "a2aEndpointRetry"
+
+
+def _artifact_update(
+    task: models.Task, artifact: types.Artifact, *, append: bool, last_chunk: bool
+) -> dict[str, Any]:
+    """The ``artifactUpdate`` StreamResponse of a chunk of ``artifact``."""
+    update = types.TaskArtifactUpdateEvent(
+        task_id=str(task.id),
+        context_id=task.context_id,
+        artifact=artifact,
+        append=append,
+        last_chunk=last_chunk,
+    )
+    return {"artifactUpdate": _to_builtins(update)}
 
 
 def _insert(instance: Model) -> None:

@@ -14,6 +14,7 @@ import json
 import os
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +87,7 @@ class ScriptedAgent(AgentExecutor):
 
     def execute(self, context: RequestContext, updater: TaskUpdater) -> None:
         _count_run(context.task_id)
-        run_log(context, "run", text=context.text)
+        run_log(context, "run", text=context.text, attempt=context.attempt)
         command, _, rest = context.text.partition(" ")
         if context.is_continuation:
             if command == "hold":  # a scripted answer: held at a gate, then the rest
@@ -161,6 +162,25 @@ class ScriptedAgent(AgentExecutor):
                 return
             updater.start_work(f"tick {index}")
         updater.complete("ticked")
+
+    def do_report(self, context: RequestContext, updater: TaskUpdater, rest: str) -> None:
+        """ "report N MS": a "report" artifact (a new artifactId each run) built in N chunks
+        MS milliseconds apart, a WORKING update after each, then COMPLETED (the demo's long
+        job, test-sized)."""
+        count, interval = (int(value) for value in rest.split())
+        report_id = f"report-{uuid.uuid4()}"
+        for index in range(count):
+            if index and context.cancel_event.wait(interval / 1000):
+                return
+            updater.add_artifact(
+                f"chunk {index} of attempt {context.attempt}\n",
+                artifact_id=report_id,
+                name="report",
+                append=index > 0,
+                last_chunk=index == count - 1,
+            )
+            updater.start_work(f"chunk {index}")
+        updater.complete("reported")
 
     def do_hold(self, context: RequestContext, updater: TaskUpdater, rest: str) -> None:
         """ "hold <gate> [script]": WORKING, wait for the test to open the gate, then the rest

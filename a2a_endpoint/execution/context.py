@@ -21,6 +21,15 @@ class RequestContext:
     owner: str = ""
     tenant: str = ""
     cancel_event: threading.Event = field(default_factory=threading.Event, repr=False)
+    #: Which run of this message's job this is: 1, or 2 and up when the worker running an
+    #: earlier one was lost and the job is retried (``LOST_JOB_POLICY = "retry"``). What
+    #: the lost run wrote stays in the task, marked superseded (see docs/agents.md).
+    attempt: int = 1
+
+    @property
+    def is_retry(self) -> bool:
+        """True when an earlier run of this message was lost with its worker."""
+        return self.attempt > 1
 
     @property
     def cancelled(self) -> bool:

@@ -15,6 +15,7 @@ from a2a_endpoint.execution.executor import AgentError, AgentExecutor
 from a2a_endpoint.execution.updater import TaskUpdater
 from a2a_endpoint.lifecycle import TaskState
 from a2a_endpoint.store import ClaimedJob, TaskStore, in_thread
+from a2a_endpoint.types import Role
 
 logger = logging.getLogger("a2a_endpoint.execution")
 
@@ -27,14 +28,20 @@ def _build_context(
     cancel_event: threading.Event,
     claimed: ClaimedJob | None = None,
 ) -> RequestContext | None:
+    attempt = 1
     if claimed is not None:  # read by the job's claim, under the task's row lock
-        record, history = claimed.record, claimed.history
+        record, history, attempt = claimed.record, claimed.history, claimed.attempt
     else:
         record = store.load(task_id)
         if record is None or record.state.is_terminal:
             return None  # canceled (or finished) before the job started: nothing to do
         history = store.history(task_id)
-    incoming = next(m for m in reversed(history) if m.role.value == "ROLE_USER")
+    # Up to the message this job runs: a retry after a lost worker sees the conversation the
+    # lost run saw, not that run's own status messages nor the store's notice of the retry
+    # (they are the clients'; the agent knows it is a retry from ``attempt``).
+    last = max(i for i, m in enumerate(history) if m.role is Role.USER)
+    history = history[: last + 1]
+    incoming = history[-1]
     return RequestContext(
         task_id=record.id,
         context_id=record.context_id,
@@ -44,6 +51,7 @@ def _build_context(
         owner=record.owner,
         tenant=record.tenant,
         cancel_event=cancel_event,
+        attempt=attempt,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import msgspec
@@ -279,3 +280,97 @@ def test_a_retried_lost_job_is_owed_at_once(store):
     assert store.hand_off_owed_jobs(handed.append) == [task_id]
     assert store.claim_job(task_id, "job-2", 30)
     assert owed(task_id) == (None, 0)
+
+
+# --- a retried job: the lost run's output marked superseded, the retry told its attempt -----
+
+
+def chunk(store: TaskStore, task_id: str, artifact_id: str, text: str, **flags: bool) -> None:
+    artifact = types.Artifact(
+        artifact_id=artifact_id, name=artifact_id, parts=[types.Part(text=text)]
+    )
+    store.add_artifact(
+        task_id, artifact, append=flags.get("append", False), last_chunk=flags.get("last", False)
+    )
+
+
+def test_a_retry_closes_and_marks_what_the_lost_run_wrote(store):
+    task_id = new_task(store)
+    store.claim_job(task_id, "job-1", 30)
+    store.update_status(task_id, TaskState.WORKING, agent_message("Step 1/3"))
+    chunk(store, task_id, "report", "part one ")  # never closed: the worker died
+    chunk(store, task_id, "summary", "done", last=True)
+    seq = models.Task.objects.get(pk=task_id).seq
+    lapse(task_id)
+    assert store.recover_lost_jobs(retry=True, max_retries=1) == [task_id]
+
+    closing = store.events_after(task_id, seq)
+    assert [next(iter(event.payload)) for event in closing] == [
+        "artifactUpdate",
+        "artifactUpdate",
+        "statusUpdate",
+    ]
+    for event, name in zip(closing, ("report", "summary"), strict=False):
+        update = event.payload["artifactUpdate"]
+        assert (update["append"], update["lastChunk"]) == (True, True)
+        assert update["artifact"]["artifactId"] == name
+        assert update["artifact"]["parts"] == [{"text": ""}]
+        assert update["artifact"]["metadata"] == {
+            "a2aEndpointRetry": {"attempt": 1, "superseded": True}
+        }
+    status = closing[-1].payload["statusUpdate"]["status"]
+    assert status["state"] == "TASK_STATE_WORKING"
+    assert status["message"]["metadata"] == {"a2aEndpointRetry": {"attempt": 2, "lostAttempt": 1}}
+    assert "attempt 2" in status["message"]["parts"][0]["text"]
+
+    task = store.get_task(task_id, "o", "")
+    report, summary = task.artifacts
+    assert [part.text for part in report.parts] == ["part one ", ""]  # the partial content stays
+    assert (
+        report.metadata
+        == summary.metadata
+        == {"a2aEndpointRetry": {"attempt": 1, "superseded": True}}
+    )
+    assert task.history[-1].metadata == {"a2aEndpointRetry": {"attempt": 2, "lostAttempt": 1}}
+    rows = models.Artifact.objects.filter(task_id=task_id)
+    assert {(row.artifact_id, row.complete, row.attempt) for row in rows} == {
+        ("report", True, 1),
+        ("summary", True, 1),
+    }
+
+    # The retry knows it is one, and what it writes anew is its own.
+    claimed = store.claim_job(task_id, "job-2", 30)
+    assert claimed.attempt == 2
+    chunk(store, task_id, "report", "all of it", last=True)  # from the start: append false
+    chunk(store, task_id, "appendix", "new", last=True)
+    task = store.get_task(task_id, "o", "")
+    report, summary, appendix = task.artifacts
+    assert report.metadata is None
+    assert [part.text for part in report.parts] == ["all of it"]
+    assert summary.metadata == {"a2aEndpointRetry": {"attempt": 1, "superseded": True}}
+    assert appendix.metadata is None
+    rows = models.Artifact.objects.filter(task_id=task_id)
+    assert {(row.artifact_id, row.attempt) for row in rows} == {
+        ("report", 2),
+        ("summary", 1),
+        ("appendix", 2),
+    }
+
+
+def test_the_agent_context_carries_the_attempt(store):
+    from a2a_endpoint.execution.runner import _build_context
+
+    task_id = new_task(store)
+    first = store.claim_job(task_id, "job-1", 30)
+    context = _build_context(store, task_id, threading.Event(), first)
+    assert (context.attempt, context.is_retry) == (1, False)
+    store.update_status(task_id, TaskState.WORKING, agent_message("working on it"))
+    lapse(task_id)
+    store.recover_lost_jobs(retry=True, max_retries=1)
+    retried = _build_context(store, task_id, threading.Event(), store.claim_job(task_id, "j2", 30))
+    assert (retried.attempt, retried.is_retry) == (2, True)
+    # The lost run's own message and the notice of its loss are the clients': the retry's
+    # conversation is the one the lost run started from.
+    assert retried.history == context.history
+    assert not retried.is_continuation
+    assert len(store.history(task_id)) == 3

@@ -631,6 +631,59 @@ async def test_a_job_lost_with_its_worker_is_retried_on_the_other(
     assert len(topology.runs(task_id)) == 2
 
 
+async def test_a_retried_job_supersedes_what_the_lost_run_wrote(
+    topology: Topology, http: httpx.AsyncClient
+):
+    """The lost run's partial report is closed and marked superseded, a status update says
+    the job runs again, and the retry (told it is attempt 2) writes its own report."""
+    topology.ensure_workers("retry", JOB_LEASE)
+    task = await send(http, topology.web_a.base_url, "report 30 100", topology, blocking=False)
+    task_id = task["id"]
+    await kill_the_worker_running(topology, task_id)
+    row = await eventually(
+        lambda: (row := topology.task_row(task_id))["state"] in TERMINAL and row,
+        "the retried job to end",
+        timeout=LOST_JOB_BOUND + 30,
+    )
+    assert row["state"] == COMPLETED
+    assert [run.attempt for run in topology.runs(task_id)] == [1, 2]
+
+    got = await result(http, topology.nginx.base_url, "GetTask", {"id": task_id})
+    lost, retried = got["artifacts"]
+    assert lost["name"] == retried["name"] == "report"
+    assert lost["metadata"] == {"a2aEndpointRetry": {"attempt": 1, "superseded": True}}
+    assert "metadata" not in retried
+    assert all("of attempt 1" in part["text"] for part in lost["parts"][:-1])
+    assert lost["parts"][-1] == {"text": ""}  # the closing chunk
+    assert len(retried["parts"]) == 30
+    assert all("of attempt 2" in part["text"] for part in retried["parts"])
+    notices = [
+        message
+        for message in got["history"]
+        if "a2aEndpointRetry" in (message.get("metadata") or {})
+    ]
+    assert [notice["metadata"]["a2aEndpointRetry"] for notice in notices] == [
+        {"attempt": 2, "lostAttempt": 1}
+    ]
+    # In the event log (what streams send), the lost report ends before the retry starts.
+    kinds = [
+        (seq, "artifact" if "artifactUpdate" in payload else "other", payload)
+        for seq, payload in topology.events(task_id)
+    ]
+    closing = next(
+        seq
+        for seq, kind, payload in kinds
+        if kind == "artifact" and payload["artifactUpdate"]["artifact"].get("metadata")
+    )
+    first_retry_chunk = next(
+        seq
+        for seq, kind, payload in kinds
+        if kind == "artifact"
+        and payload["artifactUpdate"]["artifact"]["artifactId"] == retried["artifactId"]
+    )
+    assert closing < first_retry_chunk
+
+
 async def test_a_job_lost_with_its_worker_fails_the_task_under_policy_fail(
     topology: Topology, http: httpx.AsyncClient
 ):

@@ -333,6 +333,7 @@ class Run:
     time: float
     text: str = ""
     what: str = ""
+    attempt: int = 0  # a run's attempt (RequestContext.attempt); 0 in notes
 
 
 class Topology:
