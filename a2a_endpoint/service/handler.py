@@ -252,13 +252,13 @@ class RequestHandler:
             start = await in_thread(self._start)(
                 task_id, params, caller, tenant, snapshot=True, history_length=config.history_length
             )
-            if start.task_id != task_id:  # a retried send: follow the task it started
-                await listening.__aexit__(None, None, None)
-                listening = self.bus.subscribe(start.task_id)
-                updates = await _join(listening)
         except BaseException:
             await listening.__aexit__(*sys.exc_info())
             raise
+        if start.task_id != task_id:  # a retried send: follow the task it started
+            await listening.__aexit__(None, None, None)
+            listening = self.bus.subscribe(start.task_id)
+            updates = await _join(listening)
         events = self._send_stream(start, updates, caller.owner, tenant, config.history_length)
         return _Held(events, listening)
 
