@@ -322,3 +322,32 @@ def test_a_message_committed_by_a_daphne_killed_before_the_hand_off_runs(
         assert task["status"]["state"] == COMPLETED
         runs = [json.loads(line) for line in run_log.read_text().splitlines()]
         assert [run["task"] for run in runs if run["event"] == "run"] == [task["id"]]
+
+
+# --- the database unreachable: every method is a JSON-RPC error, never an HTML page ---------
+
+
+def test_every_method_through_a_daphne_whose_database_is_unreachable_is_a_jsonrpc_error(
+    env: dict[str, str], workdir: Path
+):
+    dead = f"postgres://postgres@127.0.0.1:{free_port()}/nowhere"
+    task_id = str(uuid.uuid4())
+    calls = [
+        ("SendMessage", send_params("echo lost", {}, blocking=True)),
+        ("SendMessage", send_params("echo lost", {}, blocking=False)),
+        ("SendStreamingMessage", send_params("echo lost", {}, blocking=True)),
+        ("GetTask", {"id": task_id}),
+        ("ListTasks", {}),
+        ("CancelTask", {"id": task_id}),
+        ("SubscribeToTask", {"id": task_id}),
+    ]
+    # No connection pool: with one, each request waits for its 10 s timeout first.
+    daphne = web(
+        "daphne-no-db", env, log_dir(workdir, "daphne-no-db"), DATABASE_URL=dead, DB_POOL_SIZE="0"
+    )
+    with daphne as cut:
+        for method, params in calls:
+            answer = call(cut, method, params)  # JSON with HTTP 200, not a 500 page
+            assert answer["error"]["code"] == -32603, (method, answer)
+            assert answer["error"]["message"] == "Internal error", (method, answer)
+            assert "requestId" in answer["error"]["data"][0], (method, answer)
