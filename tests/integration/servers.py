@@ -269,6 +269,15 @@ class DaphneServer(ManagedProcess):
         return self.base_url + path
 
 
+def delete_redis_keys(redis_url: str, prefix: str) -> None:
+    """Delete every key under ``prefix`` (a test run's channel layer, broker and bus keys)."""
+    import redis
+
+    with redis.Redis.from_url(redis_url) as client:
+        for key in client.scan_iter(match=f"{prefix}*", count=1000):
+            client.delete(key)
+
+
 def live_processes() -> list[ManagedProcess]:
     """The managed processes started and not yet stopped."""
     return list(_live)

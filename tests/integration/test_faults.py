@@ -21,13 +21,13 @@ from typing import Any
 
 import httpx
 import pytest
-import redis
 
 from a2a_endpoint.testing import jsonrpc_request
 from tests.agents import RUN_LOG_KEY
 from tests.integration.servers import (
     DaphneServer,
     ManagedProcess,
+    delete_redis_keys,
     free_port,
     run_django,
     tcp_ready,
@@ -170,9 +170,7 @@ def env(postgres_database_url: str, redis_url: str) -> Iterator[dict[str, str]]:
     }
     run_django(["migrate", "--noinput"], values)
     yield values
-    with redis.Redis.from_url(redis_url) as client:
-        for key in client.scan_iter(match=f"{prefix}*", count=1000):
-            client.delete(key)
+    delete_redis_keys(redis_url, prefix)
 
 
 @pytest.fixture(scope="module")

@@ -24,11 +24,10 @@ from typing import Any
 
 import httpx
 import pytest
-import redis
 
 from a2a_endpoint.streaming.bus import cancel_group_name, settled_group_name
 from a2a_endpoint.testing import user_message
-from tests.integration.servers import run_django
+from tests.integration.servers import delete_redis_keys, run_django
 from tests.integration.sse import Frame, sse_frames
 from tests.integration.topology import (
     A2A_HEADERS,
@@ -76,9 +75,7 @@ def redis_prefix(redis_url: str) -> Iterator[str]:
     """This run's Redis key prefix (channel layer and Celery); its keys go afterwards."""
     prefix = f"a2a-topology-{uuid.uuid4().hex[:12]}"
     yield prefix
-    with redis.Redis.from_url(redis_url) as client:
-        for key in client.scan_iter(match=f"{prefix}*", count=1000):
-            client.delete(key)
+    delete_redis_keys(redis_url, prefix)
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ from a2a_endpoint import models
 from a2a_endpoint.execution import celery_backend
 from a2a_endpoint.lifecycle import TaskState
 from a2a_endpoint.testing import user_message
-from tests.integration.servers import free_port
+from tests.integration.servers import delete_redis_keys, free_port
 from tests.service.builders import stored_task, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -90,9 +90,7 @@ def celery_broker(url: str, prefix: str = "") -> Iterator[Celery]:
 def broker_prefix(redis_url: str) -> Iterator[str]:
     prefix = f"a2a-down-{uuid.uuid4().hex[:12]}:"
     yield prefix
-    with redis.Redis.from_url(redis_url) as client:
-        for key in client.scan_iter(match=f"{prefix}*", count=1000):
-            client.delete(key)
+    delete_redis_keys(redis_url, prefix)
 
 
 def queued_jobs(redis_url: str, prefix: str) -> list[str]:

@@ -29,7 +29,7 @@ import redis
 
 from a2a_endpoint.streaming.bus import group_name
 from a2a_endpoint.testing import jsonrpc_request, user_message
-from tests.integration.servers import DaphneServer, django_env, run_django
+from tests.integration.servers import DaphneServer, delete_redis_keys, django_env, run_django
 from tests.integration.sse import Frame, sse_frames
 
 pytestmark = pytest.mark.integration
@@ -67,9 +67,7 @@ def redis_prefix(redis_url: str) -> Iterator[str]:
     """A channels_redis key prefix of this module's own; its keys are deleted afterwards."""
     prefix = f"a2a-it-{uuid.uuid4().hex[:12]}"
     yield prefix
-    with redis.Redis.from_url(redis_url) as client:
-        for key in client.scan_iter(match=f"{prefix}*", count=1000):
-            client.delete(key)
+    delete_redis_keys(redis_url, prefix)
 
 
 @pytest.fixture(scope="module")
