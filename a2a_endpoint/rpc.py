@@ -9,7 +9,7 @@ from typing import Any
 
 import msgspec
 
-from a2a_endpoint import errors, jsonrpc, storable, types
+from a2a_endpoint import errors, jsonrpc, protojson, storable, types
 from a2a_endpoint.conf import app_settings
 from a2a_endpoint.service import get_request_handler
 from a2a_endpoint.service.agent_card import (
@@ -165,6 +165,7 @@ def decode_params(params: Any, params_type: type[msgspec.Struct]) -> Any:
         raise errors.InvalidParamsError(
             field="params", description="params must be an object (by-name parameters)"
         )
+    params = protojson.normalize(params, params_type)  # first: storable's paths are JSON names
     # Before the types: a value the database cannot hold is the client's error, not a
     # -32603 from deep inside a write (a2a_endpoint.storable).
     if (unstorable := storable.violation(params)) is not None:
