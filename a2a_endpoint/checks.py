@@ -132,6 +132,53 @@ def _cross_process_bus(user: dict[str, Any]) -> bool:
     return True  # a custom bus: trust it
 
 
+def _access_problems() -> list[Error | Warning]:
+    """The DRF classes import; the endpoint is not open by accident; the card tells how to
+    authenticate with each class."""
+    from a2a_endpoint import security
+
+    try:
+        classes = security.authentication_classes()
+        security.permission_classes()
+        security.throttle_classes()
+    except ImportError as exc:
+        return [
+            Error(
+                f"An authentication, permission or throttle class cannot be imported: {exc}",
+                hint=f"Check {SETTING_NAME}['AUTHENTICATION_CLASSES'], 'PERMISSION_CLASSES', "
+                "'THROTTLE_CLASSES' and REST_FRAMEWORK's defaults.",
+                id="a2a_endpoint.E011",
+            )
+        ]
+    problems: list[Error | Warning] = []
+    if security.is_open() and not settings.DEBUG:
+        problems.append(
+            Warning(
+                "The A2A endpoint is open to anonymous callers with DEBUG off: anyone can "
+                "send messages, and all anonymous callers share one owner (they see and "
+                "cancel each other's tasks).",
+                hint=f"Set {SETTING_NAME}['PERMISSION_CLASSES'] to "
+                "['rest_framework.permissions.IsAuthenticated'] (the default), or silence "
+                "a2a_endpoint.W010 if the endpoint is meant to be public.",
+                id="a2a_endpoint.W010",
+            )
+        )
+    card = getattr(settings, SETTING_NAME, {}).get("CARD") or {}
+    undescribed = [cls for cls in classes if security.describe(cls) is None]
+    if undescribed and "securitySchemes" not in card:
+        names = ", ".join(f"{cls.__module__}.{cls.__qualname__}" for cls in undescribed)
+        problems.append(
+            Warning(
+                f"The agent card cannot say how to authenticate with {names}.",
+                hint="Give the class an a2a_security_scheme attribute (a SecurityScheme, "
+                f"e.g. {{'apiKeySecurityScheme': {{'location': 'header', 'name': 'X-API-Key'}}}})"
+                f", or set {SETTING_NAME}['CARD']['securitySchemes'] (docs/security.md).",
+                id="a2a_endpoint.W011",
+            )
+        )
+    return problems
+
+
 @register(Tags.compatibility)
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Error | Warning]:
     user = getattr(settings, SETTING_NAME, None)
@@ -165,6 +212,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Error | Warni
         )
     problems += _extension_errors(user.get("EXTENSIONS") or [])
     problems += _celery_errors(user)
+    problems += _access_problems()
     if not any(isinstance(p, Error) for p in problems):
         problems += _card_errors()
     if not settings.USE_TZ:

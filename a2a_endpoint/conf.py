@@ -40,8 +40,21 @@ DEFAULTS: dict[str, Any] = {
     "STRICT_VERSION": False,
     # Extensions declared in the card: [{"uri": ..., "description": ..., "required": bool}].
     "EXTENSIONS": [],
-    # Callable(request) -> a2a_endpoint.types.Caller; None = Django user or anonymous.
+    # DRF authentication classes (dotted paths or classes) run on every JSON-RPC request;
+    # None: REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"]. The card declares them.
+    "AUTHENTICATION_CLASSES": None,
+    # DRF permission classes; closed by default: a project opens it explicitly (AllowAny).
+    "PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # DRF throttle classes; None: REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"]. Rates are
+    # REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]; ScopedRateThrottle uses THROTTLE_SCOPE.
+    "THROTTLE_CLASSES": None,
+    "THROTTLE_SCOPE": "a2a",
+    # Callable(request) -> a2a_endpoint.types.Caller, called with request.user and
+    # request.auth set by the authentication classes; the default: the user, else anonymous.
     "CALLER_RESOLVER": "a2a_endpoint.auth.resolve_caller",
+    # The extended agent card (GetExtendedAgentCard): a dict merged over the public card, or
+    # a callable (or dotted path) taking the Caller and returning such a dict or None.
+    "EXTENDED_CARD": None,
     # Seconds an agent that ignores cancellation keeps running before it is stopped.
     "CANCEL_GRACE_PERIOD": 5.0,
     # Celery backend: seconds a job's lease lasts; a running job renews it every third.
@@ -63,7 +76,7 @@ DEFAULTS: dict[str, Any] = {
     "CARD_MAX_AGE": 300,
 }
 
-IMPORT_STRINGS = frozenset({"AGENT", "CALLER_RESOLVER"})
+IMPORT_STRINGS = frozenset({"AGENT", "CALLER_RESOLVER", "EXTENDED_CARD"})
 REMOVED_SETTINGS: frozenset[str] = frozenset()
 
 

@@ -76,6 +76,30 @@ class ServiceUnavailableError(A2AError):
     reason = "SERVICE_UNAVAILABLE"
 
 
+class UnauthenticatedError(A2AError):
+    """No or bad credentials (A2A §3.3.2): HTTP 401 with the authenticators' challenges.
+
+    A2A defines no JSON-RPC code for it; ``rpc`` uses -31401, as a2a-go does.
+    """
+
+    default_message = "Authentication credentials were not provided or are not valid"
+    reason = "UNAUTHENTICATED"
+
+
+class PermissionDeniedError(A2AError):
+    """Authenticated, but the endpoint's permission classes refuse the caller (HTTP 403)."""
+
+    default_message = "Permission denied"
+    reason = "PERMISSION_DENIED"
+
+
+class ThrottledError(A2AError):
+    """The caller sent more requests than its rate allows (HTTP 429, ``Retry-After``)."""
+
+    default_message = "Request was throttled"
+    reason = "RESOURCE_EXHAUSTED"
+
+
 class InvalidParamsError(A2AError):
     """Request parameters failed validation; carries ``google.rpc.BadRequest`` violations."""
 

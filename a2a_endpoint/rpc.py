@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,9 @@ ERROR_DOMAIN = "a2a-protocol.org"
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
 BAD_REQUEST = "type.googleapis.com/google.rpc.BadRequest"
 REQUEST_INFO = "type.googleapis.com/google.rpc.RequestInfo"
+UNAUTHENTICATED = -31401
+PERMISSION_DENIED = -31403
+THROTTLED = -31429
 
 # The one table from A2A errors to JSON-RPC codes (A2A §5.4). Subclasses inherit their
 # parent's code; TaskStateError reaches a client only through a race, as "not supported".
@@ -39,6 +42,11 @@ ERROR_CODES: dict[type[errors.A2AError], int] = {
     # A server condition, not a client error: -32603, with an ErrorInfo that says so.
     errors.ServiceUnavailableError: jsonrpc.INTERNAL_ERROR,
     errors.TaskStateError: -32004,
+    # A2A defines no JSON-RPC codes for these (they are HTTP 401/403/429 at the transport):
+    # application codes outside JSON-RPC's reserved range, the ones a2a-go uses.
+    errors.UnauthenticatedError: UNAUTHENTICATED,
+    errors.PermissionDeniedError: PERMISSION_DENIED,
+    errors.ThrottledError: THROTTLED,
 }
 
 
@@ -51,6 +59,8 @@ class RpcContext:
     requested_extensions: frozenset[str] = frozenset()
     #: The SSE ``Last-Event-ID`` header: resume a SubscribeToTask after that event.
     last_event_id: str | None = None
+    #: The absolute URL of this JSON-RPC interface, for the cards (computed when asked).
+    interface_url: Callable[[], str] = str
 
     @property
     def activated_extensions(self) -> frozenset[str]:
@@ -64,6 +74,7 @@ class Operation:
     service_method: str
     streaming: bool = False
     resumable: bool = False  # takes Last-Event-ID as ``resume_after``
+    describes_interface: bool = False  # takes the interface's URL as ``jsonrpc_url``
 
 
 # Wire method name → operation (A2A §9.4). PascalCase names are the v1.0 methods.
@@ -90,7 +101,9 @@ METHODS: dict[str, Operation] = {
     "DeleteTaskPushNotificationConfig": Operation(
         types.DeleteTaskPushNotificationConfigRequest, "delete_task_push_notification_config"
     ),
-    "GetExtendedAgentCard": Operation(types.GetExtendedAgentCardRequest, "get_extended_agent_card"),
+    "GetExtendedAgentCard": Operation(
+        types.GetExtendedAgentCardRequest, "get_extended_agent_card", describes_interface=True
+    ),
 }
 
 # v0.3 method names (A2A v0.3 §7): not served yet; answered -32009 to 0.3 callers.
@@ -224,6 +237,8 @@ def _bind(operation: Operation) -> jsonrpc.Method:
         check_extensions(context)
         typed = decode_params(params, operation.params_type)
         kwargs = resume_after(context.last_event_id) if operation.resumable else {}
+        if operation.describes_interface:
+            kwargs["jsonrpc_url"] = context.interface_url()
         handler = get_request_handler()
         result = await getattr(handler, operation.service_method)(typed, context.caller, **kwargs)
         return _Opened(aiter(result)) if operation.streaming else result

@@ -4,23 +4,23 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import inspect
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
-from asgiref.sync import SyncToAsync, iscoroutinefunction, sync_to_async
-from django.core.exceptions import PermissionDenied
+from asgiref.sync import SyncToAsync
 from django.core.signals import setting_changed
 from django.db import connections
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.urls import reverse
 from django.utils.cache import get_conditional_response
 from django.utils.decorators import method_decorator
+from django.utils.http import http_date
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
-from a2a_endpoint import jsonrpc
+from a2a_endpoint import auth, jsonrpc, rpc
 from a2a_endpoint.conf import SETTING_NAME, app_settings
 from a2a_endpoint.rpc import RpcContext, build_dispatcher
 from a2a_endpoint.service.agent_card import build_agent_card
@@ -41,6 +41,8 @@ def _dispatcher() -> jsonrpc.Dispatcher:
 def _reset(*, setting: str, **kwargs: Any) -> None:
     if setting == SETTING_NAME:
         _dispatcher.cache_clear()
+    if setting in {SETTING_NAME, "REST_FRAMEWORK"}:
+        _card.cache_clear()
 
 
 setting_changed.connect(_reset)
@@ -63,19 +65,33 @@ def _refusal(status: int, message: str) -> HttpResponse:
     return _json(jsonrpc.failure(None, error), status=status)
 
 
+class _Id(msgspec.Struct):
+    id: str | int | None = None
+
+
+def _request_id(body: bytes) -> str | int | None:
+    """The ``id`` of a single request in ``body``, for a refusal's error (null otherwise)."""
+    try:
+        return msgspec.json.decode(body, type=_Id).id
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None  # not JSON, a batch, or no valid id
+
+
+def _refused(refusal: auth.Refusal, body: bytes) -> HttpResponse:
+    """401/403/429 before any method ran, with a JSON-RPC error body (A2A §3.3.2)."""
+    error = rpc.map_error(refusal.error)
+    response = _json(jsonrpc.failure(_request_id(body), error), status=refusal.status)
+    for name, value in refusal.headers.items():
+        response[name] = value
+    return response
+
+
 def _header_list(value: str) -> frozenset[str]:
     return frozenset(item.strip() for item in value.split(",") if item.strip())
 
 
 async def _context(request: HttpRequest) -> RpcContext:
-    resolver = app_settings.CALLER_RESOLVER
-    if iscoroutinefunction(resolver):
-        caller = await resolver(request)
-    else:
-        # A sync resolver may use the ORM (API keys, tenants): never on the event loop.
-        caller = await sync_to_async(resolver, thread_sensitive=True)(request)
-        if inspect.isawaitable(caller):
-            caller = await caller
+    caller = await auth.authenticate(request)
     version = request.headers.get(VERSION_HEADER) or request.GET.get(VERSION_HEADER)
     extensions = request.headers.get(EXTENSIONS_HEADER) or request.headers.get("X-A2A-Extensions")
     return RpcContext(
@@ -83,7 +99,13 @@ async def _context(request: HttpRequest) -> RpcContext:
         version=version,
         requested_extensions=_header_list(extensions or ""),
         last_event_id=request.headers.get("Last-Event-ID"),
+        interface_url=functools.partial(_jsonrpc_url, request),
     )
+
+
+def _is_error(payload: Any, code: int) -> bool:
+    """``payload`` is one response (not a batch) carrying error ``code``."""
+    return isinstance(payload, dict) and (payload.get("error") or {}).get("code") == code
 
 
 def _declared_length(request: HttpRequest) -> int:
@@ -169,14 +191,22 @@ class JsonRpcView(View):
             return body
         try:
             context = await _context(request)
-        except PermissionDenied as exc:
-            return _refusal(403, str(exc) or "Permission denied")
+        except auth.Refusal as refusal:
+            return _refused(refusal, body)
         except Exception as exc:
             # A broken resolver is a server error, answered in JSON-RPC (logged, request id).
             return _json(_dispatcher().error_response(exc, None))
         outcome = await _dispatcher().dispatch(body, context)
         if isinstance(outcome, jsonrpc.Reply):
-            return _json_body(outcome.encoded(), context=context)
+            response = _json_body(outcome.encoded(), context=context)
+            if _is_error(outcome.payload, rpc.UNAUTHENTICATED):
+                # A method that needs a caller the endpoint let in anonymously (the
+                # extended card): a 401 with the challenges, as authentication failures are.
+                refusal = auth.unauthenticated(request)
+                response.status_code = refusal.status
+                for name, value in refusal.headers.items():
+                    response[name] = value
+            return response
         if isinstance(outcome, jsonrpc.NoReply):
             return HttpResponse(status=204)
         return await self.stream(outcome, context)
@@ -209,19 +239,29 @@ def _jsonrpc_url(request: HttpRequest) -> str:
     return base.rstrip("/") + path if base else request.build_absolute_uri(path)
 
 
+@functools.lru_cache(maxsize=16)
+def _card(jsonrpc_url: str) -> tuple[bytes, str, int]:
+    """The card's body, ETag and Last-Modified: when this process first built it (the card
+    only changes with the settings, i.e. with a restart)."""
+    body = msgspec.json.encode(build_agent_card(jsonrpc_url))
+    etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+    return body, etag, int(time.time())
+
+
 class AgentCardView(View):
     """GET /.well-known/agent-card.json: the public agent card with caching headers."""
 
     http_method_names = ["get", "head"]
 
     def get(self, request: HttpRequest) -> HttpResponse:
-        body = msgspec.json.encode(build_agent_card(_jsonrpc_url(request)))
-        etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
-        # Django's RFC 9110 §13.1.2 rules: weak comparison (W/"..."), "*", lists of tags.
-        response = get_conditional_response(request, etag=etag) or HttpResponse(
-            body, content_type="application/json"
-        )
+        body, etag, last_modified = _card(_jsonrpc_url(request))
+        # Django's RFC 9110 §13.1.2 rules: weak comparison (W/"..."), "*", lists of tags;
+        # If-Modified-Since only without If-None-Match.
+        response = get_conditional_response(
+            request, etag=etag, last_modified=last_modified
+        ) or HttpResponse(body, content_type="application/json")
         response["ETag"] = etag
+        response["Last-Modified"] = http_date(last_modified)
         response["Cache-Control"] = f"public, max-age={int(app_settings.CARD_MAX_AGE)}"
         response["Access-Control-Allow-Origin"] = "*"
         return response

@@ -1,6 +1,7 @@
 """ASGI entry point of the sample project (``daphne project.asgi:application``)."""
 
 import gc
+import logging
 import os
 
 from django.conf import settings
@@ -23,3 +24,10 @@ thresholds = getattr(settings, "SERVER_GC_THRESHOLDS", None)  # None: Python's o
 if thresholds is not None:
     gc.set_threshold(*thresholds)
 gc.freeze()
+
+if getattr(settings, "A2A_OPEN", False):
+    logging.getLogger("project").warning(
+        "The A2A endpoint is open to anonymous callers (DJANGO_DEBUG is on): anyone who can "
+        "reach this server can use it. With DJANGO_DEBUG=0 every call needs a token "
+        "(manage.py drf_create_token <user>) or a signed-in session."
+    )

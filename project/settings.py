@@ -13,7 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import dj_database_url
+from corsheaders.defaults import default_headers
 from django.core.exceptions import ImproperlyConfigured
+
+from a2a_endpoint.cors import A2A_REQUEST_HEADERS, A2A_RESPONSE_HEADERS
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -66,6 +69,9 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",  # API tokens: `manage.py drf_create_token <user>`, the admin
+    "corsheaders",
     "a2a_endpoint",
 ]
 
@@ -76,6 +82,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # Before CommonMiddleware, which may answer first (django-cors-headers' README).
+    "corsheaders.middleware.CorsMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -246,6 +254,30 @@ CELERY_TASK_IGNORE_RESULT = True
 # deriving it from broker_connection_retry).
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
+# --- Callers: DRF authentication, CORS -----------------------------------------------------
+
+REST_FRAMEWORK = {
+    # API clients send `Authorization: Bearer <token>` (tokens from `drf_create_token` or the
+    # admin); the demo page and the admin's browser use the Django session (with CSRF).
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "a2a_endpoint.authentication.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+}
+
+# Browser clients on other origins (A2A_CORS_ALLOWED_ORIGINS="https://app.example.com,...").
+# Only the A2A endpoint and the card answer cross-origin; see docs/security.md, "CORS".
+CORS_ALLOWED_ORIGINS = _env_list("A2A_CORS_ALLOWED_ORIGINS", [])
+CORS_URLS_REGEX = r"^/(a2a/?|\.well-known/agent-card\.json)$"
+CORS_ALLOW_HEADERS = (*default_headers, *A2A_REQUEST_HEADERS)
+CORS_EXPOSE_HEADERS = list(A2A_RESPONSE_HEADERS)
+
+# The demo is open to anonymous callers while DEBUG is on (make run needs no login, and
+# project/asgi.py logs that it is open); with DEBUG off every call needs a token or session.
+# A2A_OPEN_ENDPOINT=1/0 decides explicitly (system check a2a_endpoint.W010 warns when an
+# endpoint is open with DEBUG off).
+A2A_OPEN = _env_bool("A2A_OPEN_ENDPOINT", DEBUG)
+
 # --- A2A ---------------------------------------------------------------------------------
 
 
@@ -292,5 +324,18 @@ A2A_ENDPOINT = {
     "EXECUTION_BACKEND": os.environ.get("A2A_EXECUTION_BACKEND")
     or ("celery" if _redis_url else "inline"),
     "EVENT_BUS": "channels" if _redis_url else "memory",
+    "PERMISSION_CLASSES": [
+        "rest_framework.permissions.AllowAny"
+        if A2A_OPEN
+        else "rest_framework.permissions.IsAuthenticated"
+    ],
+    # GetExtendedAgentCard: what signed-in callers see beyond the public card.
+    "EXTENDED_CARD": {
+        "description": (
+            "Demo agents served by the a2a_endpoint sample project, as seen by a signed-in "
+            "caller: the same skills, and the operator's contact."
+        ),
+        "provider": {"organization": "Example Org (signed-in view)", "url": "https://example.com"},
+    },
     **_a2a_overrides(),
 }

@@ -17,6 +17,8 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    "rest_framework",
+    "rest_framework.authtoken",
     "a2a_endpoint",
 ]
 MIDDLEWARE = [
@@ -50,9 +52,19 @@ A2A_ENDPOINT = {
         "description": "Agent used by the a2a_endpoint test suite.",
         "version": "0.0.1",
     },
+    # Open to anonymous callers (who share one owner), as most tests call without
+    # credentials; tests/auth runs the endpoint closed, with each kind of authentication.
+    "PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
+    "CALLER_RESOLVER": "tests.callers.any_tenant",
     "BLOCKING_TIMEOUT": 10,
     "CANCEL_GRACE_PERIOD": 0.5,
 }
+
+# simplejwt (tests/auth): a key of the length HMAC-SHA256 wants.
+SIMPLE_JWT = {"SIGNING_KEY": "tests-only-jwt-signing-key-not-secret-0123456789"}
+
+# The suite's endpoint is open on purpose (above).
+SILENCED_SYSTEM_CHECKS = ["a2a_endpoint.W010"]
 
 LOGGING = {
     "version": 1,

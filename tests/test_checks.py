@@ -13,7 +13,17 @@ from django.test import override_settings
 
 from a2a_endpoint.checks import check_settings
 
-VALID = settings.A2A_ENDPOINT
+# The suite's own endpoint is open (tests/settings.py); a valid deployment is closed.
+VALID = {
+    **settings.A2A_ENDPOINT,
+    "PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+}
+
+
+@pytest.fixture(autouse=True)
+def _closed_endpoint():
+    with override_settings(A2A_ENDPOINT=VALID):
+        yield
 
 
 def a2a_settings(**overrides: Any) -> dict[str, Any]:
@@ -190,3 +200,47 @@ def test_w001_sqlite_with_celery():
         problems = check_settings()
     assert [(p.id, p.level) for p in problems] == [("a2a_endpoint.W001", WARNING)]
     assert problems[0].hint
+
+
+# --- access: DRF classes, an open endpoint, the card's security schemes ---------------------
+
+
+def access_problems(**a2a: Any) -> list[Any]:
+    with override_settings(A2A_ENDPOINT=a2a_settings(**a2a)):
+        problems = check_settings()
+    for problem in problems:
+        assert problem.hint and problem.msg, problem
+    return problems
+
+
+def test_unimportable_drf_class_is_e011():
+    [problem] = access_problems(AUTHENTICATION_CLASSES=["myproject.auth.Missing"])
+    assert (problem.id, problem.level) == ("a2a_endpoint.E011", ERROR)
+
+
+def test_open_endpoint_with_debug_off_is_w010():
+    open_endpoint = {"PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"]}
+    with override_settings(DEBUG=False):
+        [problem] = access_problems(**open_endpoint)
+    assert (problem.id, problem.level) == ("a2a_endpoint.W010", WARNING)
+    with override_settings(DEBUG=True):
+        assert access_problems(**open_endpoint) == []
+    with override_settings(DEBUG=False):
+        assert access_problems(PERMISSION_CLASSES=[]) != []  # no class: open too
+
+
+class UndescribedAuthentication:
+    def authenticate(self, request: Any) -> None:
+        return None
+
+
+def test_authentication_class_the_card_cannot_describe_is_w011():
+    classes = [UndescribedAuthentication, "rest_framework.authentication.BasicAuthentication"]
+    [problem] = access_problems(AUTHENTICATION_CLASSES=classes)
+    assert (problem.id, problem.level) == ("a2a_endpoint.W011", WARNING)
+    assert "UndescribedAuthentication" in problem.msg
+    card = {
+        **VALID["CARD"],
+        "securitySchemes": {"basic": {"httpAuthSecurityScheme": {"scheme": "Basic"}}},
+    }
+    assert access_problems(AUTHENTICATION_CLASSES=classes, CARD=card) == []

@@ -7,6 +7,7 @@ from django.test import override_settings
 
 from a2a_endpoint import auth
 from a2a_endpoint.conf import DEFAULTS, app_settings
+from tests import callers
 from tests.agents import AsyncScriptedAgent, ScriptedAgent
 
 
@@ -34,7 +35,9 @@ def test_user_values_override():
 
 def test_import_strings_are_imported():
     assert app_settings.AGENT is ScriptedAgent
-    assert app_settings.CALLER_RESOLVER is auth.resolve_caller
+    assert app_settings.CALLER_RESOLVER is callers.any_tenant  # tests/settings.py's
+    with override_settings(A2A_ENDPOINT={"CALLER_RESOLVER": "a2a_endpoint.auth.resolve_caller"}):
+        assert app_settings.CALLER_RESOLVER is auth.resolve_caller
 
 
 def test_objects_are_kept_as_given():

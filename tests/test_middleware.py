@@ -198,9 +198,15 @@ async def test_login_saves_the_session_in_a_thread(ours, calls, user):
     assert off_thread == {"CsrfViewMiddleware.process_view", "SessionMiddleware.process_response"}
 
     assert (await client.get("/admin/")).status_code == 200
-    # The session authenticates JSON-RPC calls: the task belongs to the user.
+    # The session authenticates JSON-RPC calls (with the CSRF token, as DRF's session
+    # authentication requires): the task belongs to the user.
     calls.clear()
-    response = await client.post("/a2a/", send_message(), content_type="application/json")
+    response = await client.post(
+        "/a2a/",
+        send_message(),
+        content_type="application/json",
+        headers={"X-CSRFToken": client.cookies["csrftoken"].value},
+    )
     task_id = msgspec.json.decode(response.content)["result"]["task"]["id"]
     assert await models.Task.objects.filter(id=task_id, owner=f"user:{user.pk}").aexists()
     assert calls.off_thread(threading.get_ident()) == set()

@@ -247,7 +247,14 @@ def test_a2a_overrides_from_the_environment() -> None:
 
 def test_no_override_keeps_the_app_defaults() -> None:
     a2a = project_settings(clean_env())["A2A_ENDPOINT"]
-    assert set(a2a) == {"AGENT", "CARD", "EXECUTION_BACKEND", "EVENT_BUS"}
+    assert set(a2a) == {
+        "AGENT",
+        "CARD",
+        "EXECUTION_BACKEND",
+        "EVENT_BUS",
+        "PERMISSION_CLASSES",
+        "EXTENDED_CARD",
+    }
 
 
 @pytest.mark.parametrize(
@@ -506,3 +513,48 @@ def redis_url() -> str:
     finally:
         client.close()
     return REDIS_URL
+
+
+ALLOW_ANY = "rest_framework.permissions.AllowAny"
+IS_AUTHENTICATED = "rest_framework.permissions.IsAuthenticated"
+
+
+@pytest.mark.parametrize(
+    ("values", "permission"),
+    [
+        ({}, ALLOW_ANY),  # make run: DEBUG on, no login
+        ({"DJANGO_DEBUG": "0", "DJANGO_SECRET_KEY": "x" * 50}, IS_AUTHENTICATED),
+        ({"A2A_OPEN_ENDPOINT": "0"}, IS_AUTHENTICATED),
+        ({"DJANGO_DEBUG": "0", "DJANGO_SECRET_KEY": "x" * 50, "A2A_OPEN_ENDPOINT": "1"}, ALLOW_ANY),
+    ],
+)
+def test_the_demo_is_open_only_while_debug_is_on(values: dict[str, str], permission: str) -> None:
+    a2a = project_settings(clean_env(**values))["A2A_ENDPOINT"]
+    assert a2a["PERMISSION_CLASSES"] == [permission]
+
+
+def test_an_open_endpoint_with_debug_off_is_warned_about() -> None:
+    env = clean_env(DJANGO_DEBUG="0", DJANGO_SECRET_KEY="x" * 50, A2A_OPEN_ENDPOINT="1")
+    result = manage("check", env=env)
+    assert "a2a_endpoint.W010" in result.stderr + result.stdout
+    closed = manage("check", env=clean_env(DJANGO_DEBUG="0", DJANGO_SECRET_KEY="x" * 50))
+    assert "W010" not in closed.stderr + closed.stdout
+
+
+def test_drf_create_token_gives_a_token_the_closed_demo_accepts(tmp_path: Path) -> None:
+    env = clean_env(A2A_OPEN_ENDPOINT="0", A2A_DEMO_DB=str(tmp_path / "db.sqlite3"))
+    assert manage("migrate", "--noinput", env=env).returncode == 0
+    create_user = "from django.contrib.auth.models import User; User.objects.create_user('ada')"
+    assert manage("shell", "-c", create_user, env=env).returncode == 0
+    created = manage("drf_create_token", "ada", env=env)
+    assert created.returncode == 0, created.stderr
+    token = created.stdout.split()[2]
+    call = (
+        "import json; from django.test import Client; c = Client(); "
+        "body = json.dumps({'jsonrpc': '2.0', 'id': 1, 'method': 'ListTasks', 'params': {}}); "
+        f"print(c.post('/a2a/', body, content_type='application/json', "
+        f"HTTP_AUTHORIZATION='Bearer {token}').status_code, "
+        "c.post('/a2a/', body, content_type='application/json').status_code)"
+    )
+    result = manage("shell", "-c", call, env={**env, "DJANGO_ALLOWED_HOSTS": "testserver"})
+    assert result.stdout.split()[-2:] == ["200", "401"], result.stderr

@@ -300,8 +300,12 @@ def broken_resolver(request: Any) -> types.Caller:
 async def test_caller_resolver_refusal_is_a_json_rpc_403(rpc):
     with override_settings(A2A_ENDPOINT=a2a_settings(CALLER_RESOLVER=denying_resolver)):
         response = await rpc.post(jsonrpc_request("GetTask", {"id": "x"}))
-    error = assert_refusal(response, 403)
-    assert error["message"] == "Invalid API key"
+    assert response.status_code == 403
+    body = decode(response)
+    assert body["id"] == 1  # the body parsed: its id is echoed
+    assert body["error"]["code"] == -31403
+    assert body["error"]["message"] == "Invalid API key"
+    assert body["error"]["data"][0]["reason"] == "PERMISSION_DENIED"
 
 
 async def test_broken_caller_resolver_is_an_internal_error_not_a_500(rpc, caplog):

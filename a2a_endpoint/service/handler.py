@@ -19,14 +19,18 @@ from django.db import transaction
 from a2a_endpoint import types
 from a2a_endpoint.conf import app_settings
 from a2a_endpoint.errors import (
+    ExtendedAgentCardNotConfiguredError,
     InvalidParamsError,
     PushNotificationNotSupportedError,
     ServiceUnavailableError,
+    TaskNotFoundError,
+    UnauthenticatedError,
     UnsupportedOperationError,
 )
 from a2a_endpoint.execution import runtime
 from a2a_endpoint.execution.backends import ExecutionBackend
 from a2a_endpoint.lifecycle import TaskState
+from a2a_endpoint.service.agent_card import extended_agent_card
 from a2a_endpoint.service.streams import KEEPALIVE, Keepalive, StopWhen, at_settled, at_terminal
 from a2a_endpoint.service.streams import follow as follow_events
 from a2a_endpoint.store import StoredEvent, TaskRecord, TaskStore, canonical_task_id, in_thread
@@ -48,6 +52,18 @@ def _db(func: Any) -> Any:
     Streams use ``in_thread`` instead: they must not hold a thread while they are open.
     """
     return sync_to_async(func, thread_sensitive=True)
+
+
+def _tenant(params: Any, caller: types.Caller) -> str:
+    """The tenant a request works in: the one it names, else the caller's own (A2A §12).
+
+    A tenant the caller was not granted is answered like a missing task, whatever the
+    method: nothing tells a caller that a tenant, or a task in it, exists (A2A §13.1).
+    """
+    tenant = params.tenant or caller.tenant
+    if not caller.may_use(tenant):
+        raise TaskNotFoundError()
+    return tenant
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +91,8 @@ class RequestHandler:
         self, params: types.SendMessageRequest, caller: types.Caller
     ) -> types.SendMessageResponse:
         config = self._configuration(params)
-        tenant = params.tenant or caller.tenant
         task_id = self._target(params)
+        tenant = _tenant(params, caller)
         reply = None
         if config.return_immediately:
             # Nothing to wait for, so no subscription (a channel-layer group to join and
@@ -244,8 +260,8 @@ class RequestHandler:
         is an error with nothing stored, not a task started that nobody can follow."""
         self._check_streaming()
         config = self._configuration(params)
-        tenant = params.tenant or caller.tenant
         task_id = self._target(params)
+        tenant = _tenant(params, caller)
         listening = self.bus.subscribe(task_id)
         updates = await _join(listening)
         try:
@@ -349,7 +365,7 @@ class RequestHandler:
         """Follow a task until it is terminal. ``resume_after`` (SSE Last-Event-ID) resumes
         the event sequence after that seq instead of starting with a snapshot."""
         self._check_streaming()
-        tenant = params.tenant or caller.tenant
+        tenant = _tenant(params, caller)
         record = await in_thread(self.store.get_record)(params.id, caller.owner, tenant)
         if resume_after is not None and resume_after > record.seq:
             raise InvalidParamsError(
@@ -399,21 +415,19 @@ class RequestHandler:
         return await _db(self.store.get_task)(
             params.id,
             caller.owner,
-            params.tenant or caller.tenant,
+            _tenant(params, caller),
             history_length=params.history_length,
         )
 
     async def list_tasks(
         self, params: types.ListTasksRequest, caller: types.Caller
     ) -> types.ListTasksResponse:
-        return await _db(self.store.list_tasks)(
-            caller.owner, params.tenant or caller.tenant, params
-        )
+        return await _db(self.store.list_tasks)(caller.owner, _tenant(params, caller), params)
 
     async def cancel_task(
         self, params: types.CancelTaskRequest, caller: types.Caller
     ) -> types.Task:
-        task = await _db(self.store.cancel)(params.id, caller.owner, params.tenant or caller.tenant)
+        task = await _db(self.store.cancel)(params.id, caller.owner, _tenant(params, caller))
         # The task is CANCELED already (terminal, so the job's later writes are refused);
         # now tell the job to stop wherever it runs (a Celery publish may block: off the loop).
         await _db(self._stop_job)(task.id)
@@ -459,9 +473,19 @@ class RequestHandler:
     # --- Agent card -------------------------------------------------------------------------
 
     async def get_extended_agent_card(
-        self, params: types.GetExtendedAgentCardRequest, caller: types.Caller
+        self, params: types.GetExtendedAgentCardRequest, caller: types.Caller, jsonrpc_url: str
     ) -> types.AgentCard:
-        raise UnsupportedOperationError("This agent has no extended agent card")
+        """A2A §3.1.11: for authenticated callers only; -32004 when the card does not
+        declare it, -32007 when it does but there is no extended card for this caller."""
+        if not app_settings.EXTENDED_CARD:
+            raise UnsupportedOperationError("This agent has no extended agent card")
+        if not caller.authenticated:
+            raise UnauthenticatedError("The extended agent card needs authentication")
+        _tenant(params, caller)
+        card = await _db(extended_agent_card)(caller, jsonrpc_url)
+        if card is None:
+            raise ExtendedAgentCardNotConfiguredError()
+        return card
 
 
 def get_request_handler() -> RequestHandler:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import secrets
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +15,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from tests.e2e.demo_page import DemoPage
+from tests.e2e.demo_page import Account, DemoPage
 from tests.integration.servers import DaphneServer, django_env, live_processes, run_django
 
 SERVER_SETTINGS = "project.settings"
@@ -62,20 +64,68 @@ def browser_binaries() -> tuple[str, str]:
     return chromium, driver
 
 
+def _demo_env(workdir: Path, *, open_endpoint: bool) -> dict[str, str]:
+    """The sample project's environment: DEBUG defaults, a fresh SQLite file in ``workdir``.
+
+    ``A2A_OPEN_ENDPOINT`` is always explicit, so that a value exported in the shell running
+    the tests cannot close the open server (or open the closed one).
+    """
+    return django_env(
+        SERVER_SETTINGS,
+        A2A_DEMO_DB=str(workdir / "db.sqlite3"),
+        DEMO_LONG_JOB_STEP_SECONDS=LONG_JOB_STEP_SECONDS,
+        A2A_OPEN_ENDPOINT="1" if open_endpoint else "0",
+    )
+
+
 @pytest.fixture(scope="module")
 def demo_server(
     browser_binaries: tuple[str, str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[DaphneServer]:
-    """The sample project (DemoAgent) under daphne, on a fresh SQLite file of its own."""
+    """The sample project (DemoAgent) under daphne, on a fresh SQLite file of its own.
+
+    Open to anonymous callers, as ``make run`` is (DEBUG on).
+    """
     workdir = tmp_path_factory.mktemp("demo-server")
-    env = django_env(
-        SERVER_SETTINGS,
-        A2A_DEMO_DB=str(workdir / "db.sqlite3"),
-        DEMO_LONG_JOB_STEP_SECONDS=LONG_JOB_STEP_SECONDS,
-    )
+    env = _demo_env(workdir, open_endpoint=True)
     run_django(["migrate", "--noinput"], env)
     with DaphneServer(SERVER_APPLICATION, env=env, log_dir=workdir, name="demo-daphne") as server:
         yield server
+
+
+# Run by `manage.py shell -c` in the closed server's database: a staff user (so that it can
+# sign in to the admin) with a DRF token; prints the token's key on a line of its own.
+_CREATE_ACCOUNT = """
+from django.contrib.auth import get_user_model
+from rest_framework.authtoken.models import Token
+user = get_user_model().objects.create_user({username!r}, password={password!r}, is_staff=True)
+print("token=" + Token.objects.create(user=user).key)
+"""
+
+
+@pytest.fixture(scope="module")
+def closed_demo_server(
+    browser_binaries: tuple[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[DaphneServer]:
+    """The sample project with ``A2A_OPEN_ENDPOINT=0``: every call needs a token or a session."""
+    workdir = tmp_path_factory.mktemp("closed-demo-server")
+    env = _demo_env(workdir, open_endpoint=False)
+    run_django(["migrate", "--noinput"], env)
+    with DaphneServer(
+        SERVER_APPLICATION, env=env, log_dir=workdir, name="closed-demo-daphne"
+    ) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def demo_account(closed_demo_server: DaphneServer) -> Account:
+    """A user of the closed server (in its database, through the server's environment)."""
+    username, password = "demo-user", secrets.token_urlsafe(12)
+    script = _CREATE_ACCOUNT.format(username=username, password=password)
+    output = run_django(["shell", "-c", script], closed_demo_server.env)
+    found = re.search(r"^token=(\w+)$", output, re.MULTILINE)
+    assert found, f"no token in the output of manage.py shell:\n{output}"
+    return Account(username=username, password=password, token=found[1])
 
 
 @pytest.fixture(scope="module")
@@ -111,6 +161,18 @@ def fit_viewport(driver: WebDriver, width: int, height: int) -> None:
 def demo(browser: WebDriver, demo_server: DaphneServer) -> DemoPage:
     """The demo page, freshly loaded (a new page per test: no state carried over)."""
     return DemoPage(browser, demo_server.base_url).open()
+
+
+@pytest.fixture
+def closed_demo(browser: WebDriver, closed_demo_server: DaphneServer) -> DemoPage:
+    """The demo page of the closed server, signed out and with no token kept.
+
+    A reload keeps the tab's sessionStorage and the browser's cookies (a token or an admin
+    session from an earlier test): both are cleared for the server's origin first.
+    """
+    page = DemoPage(browser, closed_demo_server.base_url)
+    page.forget_caller()
+    return page.open()
 
 
 @pytest.hookimpl(wrapper=True)

@@ -57,6 +57,15 @@ return {
 
 
 @dataclass(frozen=True)
+class Account:
+    """A user of the server: a password for the admin and a DRF token for the API."""
+
+    username: str
+    password: str
+    token: str
+
+
+@dataclass(frozen=True)
 class Artifact:
     id: str
     name: str
@@ -172,6 +181,48 @@ class DemoPage:
     def cancel(self) -> None:
         self.element("cancel-button").click()
 
+    # --- the caller: API token, admin session ---------------------------------------------
+
+    def set_token(self, token: str) -> None:
+        box = self.element("token-input")
+        box.clear()
+        box.send_keys(token)
+
+    def clear_token(self) -> None:
+        self.element("token-clear").click()
+
+    def token_field(self) -> str:
+        return self.element("token-input").get_attribute("value") or ""
+
+    def storage(self) -> dict[str, dict[str, str]]:
+        """Everything the page's origin keeps in ``localStorage`` and ``sessionStorage``."""
+        return self.driver.execute_script(
+            "const all = (s) => Object.fromEntries(Array.from({length: s.length},"
+            " (_, i) => [s.key(i), s.getItem(s.key(i))]));"
+            "return {local: all(localStorage), session: all(sessionStorage)};"
+        )
+
+    def forget_caller(self) -> None:
+        """Sign out and drop a kept token: clear this origin's cookies and storage.
+
+        Loads a page of the origin (not the demo page) to reach its storage: reloading the
+        demo page itself keeps the tab's sessionStorage.
+        """
+        self.driver.get(self.base_url + "/.well-known/agent-card.json")
+        self.driver.execute_script("localStorage.clear(); sessionStorage.clear();")
+        self.driver.delete_all_cookies()
+
+    def sign_in_to_admin(self, account: Account) -> None:
+        """Log in with the admin's form, as a person would: a session and a csrftoken cookie."""
+        self.driver.get(self.base_url + "/admin/login/?next=/admin/")
+        self.driver.find_element(By.ID, "id_username").send_keys(account.username)
+        self.driver.find_element(By.ID, "id_password").send_keys(account.password)
+        self.driver.find_element(By.CSS_SELECTOR, "form#login-form [type=submit]").click()
+        self.wait_until(
+            lambda: self.driver.find_elements(By.CSS_SELECTOR, "#logout-form, #user-tools"),
+            "the admin's signed-in page",
+        )
+
     def screenshot(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         # Clicking scrolled the page: show it from the top, as a person arriving sees it.
@@ -180,15 +231,13 @@ class DemoPage:
             raise RuntimeError(f"the browser could not save a screenshot to {path}")
 
 
-def jsonrpc(endpoint: str, method: str, params: dict[str, Any]) -> Any:
+def jsonrpc(endpoint: str, method: str, params: dict[str, Any], token: str | None = None) -> Any:
     """Call the server directly (not through the page): the answer's ``result``."""
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
-    request = urllib.request.Request(
-        endpoint,
-        data=body.encode(),
-        headers={"Content-Type": "application/json", "A2A-Version": "1.0"},
-        method="POST",
-    )
+    headers = {"Content-Type": "application/json", "A2A-Version": "1.0"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(endpoint, data=body.encode(), headers=headers, method="POST")
     with urllib.request.urlopen(request, timeout=10) as response:
         answer = json.load(response)
     assert "result" in answer, answer

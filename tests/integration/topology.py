@@ -98,6 +98,10 @@ def topology_env(database_url: str, redis_url: str, prefix: str, **extra: str) -
         A2A_IT_REDIS_PREFIX=prefix,
         A2A_IT_CELERY_QUEUE=JOB_QUEUE,
         DJANGO_DEBUG="0",
+        # Open to anonymous callers: this suite is about jobs, streams and processes;
+        # tests/auth and test_sdk_auth.py cover callers (the project's default with DEBUG
+        # off is closed).
+        A2A_OPEN_ENDPOINT="1",
         DJANGO_SECRET_KEY=f"topology-tests-only-{uuid.uuid4().hex}",
         DJANGO_ALLOWED_HOSTS="127.0.0.1,localhost",
         # Close connections after each request and job: a dozen processes share the server.
