@@ -209,7 +209,8 @@ def access_problems(**a2a: Any) -> list[Any]:
     with override_settings(A2A_ENDPOINT=a2a_settings(**a2a)):
         problems = check_settings()
     for problem in problems:
-        assert problem.hint and problem.msg, problem
+        assert problem.hint, problem
+        assert problem.msg, problem
     return problems
 
 
