@@ -36,6 +36,7 @@ def _configure(workdir: Path) -> None:
         DJANGO_SETTINGS_MODULE="bench.settings",
         A2A_DEMO_DB=str(workdir / "fanout.sqlite3"),
         DJANGO_DEBUG="0",
+        A2A_OPEN_ENDPOINT="1",  # anonymous calls, as before the endpoint required a caller
         DJANGO_SECRET_KEY="bench-only-" + "x" * 40,
         DJANGO_ALLOWED_HOSTS="127.0.0.1",
     )

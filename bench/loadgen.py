@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,16 +53,20 @@ def rpc_body(method: str, params: dict[str, Any]) -> bytes:
 
 
 class Connection:
-    """One keep-alive HTTP/1.1 connection; reconnects when the server closes it."""
+    """One keep-alive HTTP/1.1 connection; reconnects when the server closes it.
 
-    def __init__(self, host: str, port: int) -> None:
+    ``headers`` are sent with every request on it (a server's ``Authorization``, say).
+    """
+
+    def __init__(self, host: str, port: int, headers: Mapping[str, str] | None = None) -> None:
         self.host = host
         self.port = port
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
+        extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
         self._head = (
             f"POST {RPC_PATH} HTTP/1.1\r\nHost: {host}:{port}\r\n"
-            "Content-Type: application/json\r\nA2A-Version: 1.0\r\n"
+            f"Content-Type: application/json\r\nA2A-Version: 1.0\r\n{extra}"
         ).encode()
 
     async def open(self) -> None:
@@ -200,11 +204,13 @@ async def closed_loop(
     connections: int,
     duration: float,
     warmup: float = 1.0,
+    headers: Mapping[str, str] | None = None,
 ) -> Sample:
     """``connections`` workers each send ``operation`` back to back for ``warmup + duration``.
 
     Only requests that start after the warm-up are measured (latency and count). A failed
-    request counts as an error and its connection is reopened.
+    request counts as an error and its connection is reopened. ``headers`` go with every
+    request.
     """
     sample = Sample()
     start = time.perf_counter()
@@ -212,7 +218,7 @@ async def closed_loop(
     stop_at = measure_from + duration
 
     async def worker() -> None:
-        connection = Connection(host, port)
+        connection = Connection(host, port, headers)
         state: dict[str, Any] = {}
         try:
             while (began := time.perf_counter()) < stop_at:
@@ -237,8 +243,10 @@ async def closed_loop(
 
 
 @contextlib.asynccontextmanager
-async def connection(host: str, port: int) -> AsyncIterator[Connection]:
-    conn = Connection(host, port)
+async def connection(
+    host: str, port: int, headers: Mapping[str, str] | None = None
+) -> AsyncIterator[Connection]:
+    conn = Connection(host, port, headers)
     try:
         yield conn
     finally:

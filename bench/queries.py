@@ -50,6 +50,7 @@ def main() -> int:
         DJANGO_SETTINGS_MODULE="bench.settings",
         A2A_DEMO_DB=os.path.join(workdir, "queries.sqlite3"),
         DJANGO_DEBUG="0",
+        A2A_OPEN_ENDPOINT="1",  # anonymous calls, as before the endpoint required a caller
         DJANGO_SECRET_KEY="bench-queries-only",
         DJANGO_ALLOWED_HOSTS="testserver",
     )

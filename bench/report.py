@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import gzip
 import json
+import shlex
 import statistics
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from bench.servers import DESCRIPTIONS
+from bench.servers import DEFAULT_TARGETS, DESCRIPTIONS
 
 THROUGHPUT = ("get_task", "list_tasks", "send_nonblocking")
 TITLES = {
     "get_task": "GetTask (historyLength 1)",
     "get_task-embedded": "GetTask (historyLength 1) on ours-embedded",
+    "get_task-token": "GetTask (historyLength 1) on ours-prod-token",
+    "send_nonblocking-token": "SendMessage returnImmediately on ours-prod-token",
     "list_tasks": "ListTasks (pageSize 20, page 1 then page 2)",
     "send_nonblocking": "SendMessage returnImmediately (echo job)",
     "send_blocking": "SendMessage blocking echo, one client",
@@ -23,6 +26,9 @@ TITLES = {
 }
 REFERENCE = "sdk-sql"
 OURS = "ours-prod"
+TOKEN = "ours-prod-token"
+#: Authentication's target (the issue): the token server within 10 % of the open one.
+AUTH_SCENARIOS = ("get_task", "send_nonblocking")
 
 
 def _median(values: Iterable[float | None]) -> float | None:
@@ -294,6 +300,16 @@ def targets(results: dict) -> list[list[str]]:
             lambda v: v >= 2,
             "per round: " + " / ".join(f"{r:.2f}x" for r in ratios),
         )
+    for scenario in AUTH_SCENARIOS:
+        ratios = round_ratios(results, scenario, TOKEN, OURS)
+        if ratios:  # ours-prod-token runs only when --servers names it
+            add(
+                f"{TITLES[scenario]}: DRF token (ours-prod-token) vs open (ours-prod)",
+                _median(ratios),
+                "≥ 0.90x",
+                lambda v: v >= 0.9,
+                "per round: " + " / ".join(f"{r:.2f}x" for r in ratios),
+            )
     ratios = round_ratios(results, "get_task", OURS, "ceiling-daphne")
     add(
         "GetTask: ours-prod vs bare daphne ceiling",
@@ -454,11 +470,18 @@ def header(results: dict) -> list[str]:
     env = meta["environment"]
     args = meta["args"]
     dirty = " (dirty tree)" if env["dirty"] else ""
+    if "argv" in meta:  # the command as given (runs before 2026-12-02 stored only the args)
+        command = shlex.join(["python", "-m", "bench.run", *meta["argv"]])
+    else:
+        command = (
+            f"python -m bench.run {'--quick ' if args['quick'] else ''}"
+            f"--rounds {args['rounds']} --duration {args['duration']}"
+        )
+    servers = meta.get("servers") or DEFAULT_TARGETS
     return [
         f"# a2a_endpoint benchmark - {meta['started']}",
         "",
-        f"Command: `python -m bench.run {'--quick ' if args['quick'] else ''}"
-        f"--rounds {args['rounds']} --duration {args['duration']}` "
+        f"Command: `{command}` "
         f"({meta['seconds']:.0f} s). Commit `{env['commit']}`{dirty}, "
         f"Python {env['python']}, {env['cpu']}, {env['cores']} cores. Load average "
         f"{' '.join(env['loadavg_start'])} at the start, {' '.join(meta['loadavg_end'])} at "
@@ -467,7 +490,7 @@ def header(results: dict) -> list[str]:
         "Servers (each pinned to core 0 with taskset; the load generator on core 1; PostgreSQL "
         "and Redis are shared system services, not pinned):",
         "",
-        *[f"- `{name}`: {DESCRIPTIONS[name]}" for name in DESCRIPTIONS],
+        *[f"- `{name}`: {DESCRIPTIONS[name]}" for name in servers if name in DESCRIPTIONS],
         "",
         f"Load: closed loop, {args['connections']} keep-alive HTTP/1.1 connections for the "
         f"throughput scenarios, one for the latency ones; {args['warmup']} s warm-up then "
@@ -499,6 +522,14 @@ def sections(results: dict) -> list[str]:
             lines += [f"## {TITLES[scenario]}", "", *throughput_table(results, scenario), ""]
             lines += _ratio_line(
                 "ours-prod / sdk-sql req/s", round_ratios(results, scenario, OURS, REFERENCE)
+            )
+            lines += _ratio_line(
+                "ours-prod-token / ours-prod req/s (DRF token against an open endpoint)",
+                round_ratios(results, scenario, TOKEN, OURS),
+            )
+            lines += _ratio_line(
+                "ours-prod-token / ours-prod p50",
+                round_ratios(results, scenario, TOKEN, OURS, key="p50_ms"),
             )
     lines += _ratio_line(
         "GetTask ours-prod / ceiling-daphne",

@@ -25,6 +25,7 @@ from bench import profile, report, scenarios
 from bench.scenarios import Options
 from bench.servers import (
     ALL_TARGETS,
+    DEFAULT_TARGETS,
     Services,
     Target,
     build_target,
@@ -35,26 +36,18 @@ from bench.servers import (
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
+#: The servers that run ours-prod's stack (ours-prod-token: the same, closed, with a token).
+OURS_DB = {"ours-prod", "ours-prod-token"}
 #: scenario → the servers it runs on (the ceiling only answers a constant: GetTask only).
 APPLICABLE = {
     "get_task": set(ALL_TARGETS),
-    "list_tasks": {"ours-prod", "ours-embedded", "sdk-sql", "sdk-memory"},
-    "send_nonblocking": {
-        "ours-prod",
-        "ours-embedded",
-        "sdk-sql",
-        "sdk-memory",
-    },
-    "send_blocking": {
-        "ours-prod",
-        "ours-embedded",
-        "sdk-sql",
-        "sdk-memory",
-    },
-    "stream": {"ours-prod", "ours-embedded", "sdk-sql", "sdk-memory"},
+    "list_tasks": {*OURS_DB, "ours-embedded", "sdk-sql", "sdk-memory"},
+    "send_nonblocking": {*OURS_DB, "ours-embedded", "sdk-sql", "sdk-memory"},
+    "send_blocking": {*OURS_DB, "ours-embedded", "sdk-sql", "sdk-memory"},
+    "stream": {*OURS_DB, "ours-embedded", "sdk-sql", "sdk-memory"},
     # The ceilings broadcast with no application work: the floor of the measurement itself
     # (the load generator reading 1,000 streams on one core included).
-    "fanout": {"ours-prod", "ours-embedded", "sdk-sql", "ceiling-daphne", "ceiling-uvicorn"},
+    "fanout": {*OURS_DB, "ours-embedded", "sdk-sql", "ceiling-daphne", "ceiling-uvicorn"},
 }
 ROUND_SCENARIOS = (
     "get_task",
@@ -79,7 +72,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=",".join(ROUND_SCENARIOS + ONCE_SCENARIOS),
         help="comma list of " + ", ".join(ROUND_SCENARIOS + ONCE_SCENARIOS),
     )
-    parser.add_argument("--servers", default=",".join(ALL_TARGETS), help="comma list")
+    parser.add_argument(
+        "--servers",
+        default=",".join(DEFAULT_TARGETS),
+        help=f"comma list of {', '.join(ALL_TARGETS)} (default all but "
+        f"{', '.join(sorted(set(ALL_TARGETS) - set(DEFAULT_TARGETS)))})",
+    )
     parser.add_argument("--fanout-sizes", help="comma list of stream counts (default 100,1000)")
     parser.add_argument("--scale-levels", help="comma list of task counts (default 10k,100k,1M)")
     parser.add_argument("--profile-seconds", type=float, help="py-spy seconds per profile")
@@ -247,6 +245,19 @@ def run_profiles(
             lambda t: scenarios.run_get_task(t, load, prepared[t.name]),
             False,
         ),
+        # Only when --servers names ours-prod-token: where authentication's time goes.
+        (
+            "get_task-token",
+            "ours-prod-token",
+            lambda t: scenarios.run_get_task(t, load, prepared[t.name]),
+            False,
+        ),
+        (
+            "send_nonblocking-token",
+            "ours-prod-token",
+            lambda t: scenarios.run_send_nonblocking(t, load),
+            False,
+        ),
     ]
     profiles = {}
     for name, server, make, with_worker in plan:
@@ -320,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {
         "meta": {
             "started": now.isoformat(timespec="seconds"),
+            "argv": list(sys.argv[1:] if argv is None else argv),
+            "servers": names,
             "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
             "environment": environment(),
         }

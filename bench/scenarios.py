@@ -47,6 +47,11 @@ class Options:
     scale_duration: float = 5.0
 
 
+def target_connection(target: Target) -> Connection:
+    """A connection to ``target`` sending its headers (a token server's ``Authorization``)."""
+    return Connection("127.0.0.1", target.port, target.headers)
+
+
 def message(text: str, **fields: Any) -> dict[str, Any]:
     return {
         "messageId": str(uuid.uuid4()),
@@ -111,6 +116,7 @@ async def _measured(target: Target, operation: Any, connections: int, options: O
         connections=connections,
         duration=options.duration,
         warmup=options.warmup,
+        headers=target.headers,
     )
     await marker
     end = read()
@@ -139,7 +145,7 @@ async def prepare_tasks(target: Target, count: int) -> list[str]:
     """``count`` completed echo tasks to read back (fake ids for the ceiling)."""
     if target.kind == "ceiling":
         return [str(uuid.uuid4()) for _ in range(count)]
-    conn = Connection("127.0.0.1", target.port)
+    conn = target_connection(target)
     try:
         return [(await send_blocking_echo(conn))["id"] for _ in range(count)]
     finally:
@@ -184,14 +190,14 @@ async def run_list_tasks(target: Target, options: Options) -> dict:
     return await _measured(target, list_tasks, options.connections, options)
 
 
-async def pending_count(port: int) -> int:
+async def pending_count(target: Target) -> int:
     """Tasks still submitted or working (ListTasks status filter, totalSize).
 
     A new connection per poll: a kept-alive one may have been closed by the server while the
     load ran (uvicorn drops idle connections after 5 s).
     """
     total = 0
-    conn = Connection("127.0.0.1", port)
+    conn = target_connection(target)
     try:
         for status in PENDING:
             body = rpc_body("ListTasks", {"status": status, "pageSize": 1})
@@ -214,14 +220,14 @@ async def run_send_nonblocking(target: Target, options: Options) -> dict:
             raise ResponseError(f"SendMessage did not return a task: {str(result)[:300]}")
         created += 1
 
-    before = await pending_count(target.port)
+    before = await pending_count(target)
     result = await _measured(target, send, options.connections, options)
     load_end = time.perf_counter()
-    backlog = await pending_count(target.port)
+    backlog = await pending_count(target)
     deadline = load_end + DRAIN_TIMEOUT
     drained: float | None = None
     while time.perf_counter() < deadline:
-        if await pending_count(target.port) <= before:
+        if await pending_count(target) <= before:
             drained = time.perf_counter() - load_end
             break
         await asyncio.sleep(0.05)  # a poll interval, bounded by DRAIN_TIMEOUT
@@ -275,7 +281,7 @@ def _tick_time(event: dict[str, Any]) -> float | None:
 
 
 async def _held_task(target: Target) -> str:
-    conn = Connection("127.0.0.1", target.port)
+    conn = target_connection(target)
     try:
         result = (
             await conn.post(rpc_body("SendMessage", {"message": message("hold")}))
@@ -303,7 +309,7 @@ async def run_fanout(target: Target, streams: int) -> dict:
 
     async def subscriber() -> None:
         nonlocal opened
-        conn = Connection("127.0.0.1", target.port)
+        conn = target_connection(target)
         events = conn.stream(body)
         try:
             async with gate:
@@ -338,7 +344,7 @@ async def run_fanout(target: Target, streams: int) -> dict:
         open_s = time.perf_counter() - began
         await asyncio.sleep(0.5)  # every snapshot was read: the server is idle again
         rss_open = rss_bytes(target.pid)
-        conn = Connection("127.0.0.1", target.port)
+        conn = target_connection(target)
         try:
             sent_at["t"] = time.time()
             params = {

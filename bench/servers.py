@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import sys
 import uuid
 from collections.abc import Iterator
@@ -35,6 +36,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 #: Which servers exist, in the order a round visits them (reversed every other round).
 ALL_TARGETS = (
     "ours-prod",
+    "ours-prod-token",
     "sdk-sql",
     "ours-embedded",
     "sdk-memory",
@@ -43,8 +45,13 @@ ALL_TARGETS = (
     "ceiling-daphne",
     "ceiling-uvicorn",
 )
+#: Not in a run unless ``--servers`` names them: ``ours-prod-token`` only answers the question
+#: "what does authentication cost", against ``ours-prod`` (README, "Cost of authentication").
+OPT_IN_TARGETS = frozenset({"ours-prod-token"})
+DEFAULT_TARGETS = tuple(name for name in ALL_TARGETS if name not in OPT_IN_TARGETS)
 KINDS = {
     "ours-prod": "ours",
+    "ours-prod-token": "ours",
     "ours-embedded": "ours",
     "sdk-sql": "sdk",
     "sdk-memory": "sdk",
@@ -56,6 +63,9 @@ KINDS = {
 DESCRIPTIONS = {
     "ours-prod": "a2a_endpoint, production stack: daphne + PostgreSQL + Redis channel layer "
     "+ 1 Celery worker (prefork, 2 processes)",
+    "ours-prod-token": "ours-prod closed (A2A_OPEN_ENDPOINT=0, IsAuthenticated): every call "
+    "carries `Authorization: Bearer <DRF token>` of a user created for the run, looked up in "
+    "PostgreSQL per request",
     "ours-embedded": "a2a_endpoint, embedded default: daphne + SQLite + inline backend + "
     "memory bus",
     "sdk-sql": "a2a-sdk 1.3.0 reference (Starlette JSON-RPC, DefaultRequestHandler, "
@@ -119,6 +129,8 @@ class Target:
     port: int
     helpers: list[ManagedProcess] = field(default_factory=list)
     database_url: str = ""
+    #: Sent with every request the bench makes to it (``Authorization`` of a closed server).
+    headers: dict[str, str] = field(default_factory=dict)
 
     @property
     def kind(self) -> str:
@@ -194,13 +206,23 @@ def _clean_environ() -> dict[str, str]:
 
 
 def ours_env(
-    services: Services, database_url: str | None, workdir: Path, name: str
+    services: Services,
+    database_url: str | None,
+    workdir: Path,
+    name: str,
+    *,
+    open_endpoint: bool = True,
 ) -> dict[str, str]:
-    """bench.settings, as deploy/env.example configures the project, DEBUG off."""
+    """bench.settings, as deploy/env.example configures the project, DEBUG off.
+
+    Open to anonymous callers (``A2A_OPEN_ENDPOINT=1``; with DEBUG off the project requires a
+    token or session otherwise) unless ``open_endpoint`` is false.
+    """
     extra = {
         "DJANGO_DEBUG": "0",
         "DJANGO_SECRET_KEY": _secret(),
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "A2A_OPEN_ENDPOINT": "1" if open_endpoint else "0",
         # A prefix per server: each server's Celery worker takes only its own jobs.
         "BENCH_REDIS_PREFIX": f"{services.redis_prefix}-{name}",
     }
@@ -217,6 +239,23 @@ def ours_env(
         for key in ("DATABASE_URL", "REDIS_URL", "A2A_EXECUTION_BACKEND"):
             env.pop(key, None)
     return env
+
+
+#: ``manage.py shell -c``: the run's caller, a user with the DRF token in ``BENCH_TOKEN``.
+CREATE_CALLER = """
+import os
+from django.contrib.auth import get_user_model
+from rest_framework.authtoken.models import Token
+user = get_user_model().objects.create_user("bench-caller")
+Token.objects.create(user=user, key=os.environ["BENCH_TOKEN"])
+"""
+
+
+def create_caller(env: dict[str, str]) -> dict[str, str]:
+    """A user and a DRF token for it in ``env``'s database; the headers that authenticate."""
+    key = secrets.token_hex(20)  # 40 characters, as DRF's Token.generate_key
+    run_django(["shell", "-c", CREATE_CALLER], {**env, "BENCH_TOKEN": key}, timeout=120)
+    return {"Authorization": f"Bearer {key}"}
 
 
 def _daphne(
@@ -305,15 +344,17 @@ def build_target(name: str, services: Services, workdir: Path) -> Target:
     """Prepare (databases, migrations) and describe ``name``; ``start`` runs it."""
     log_dir = workdir / name
     log_dir.mkdir(parents=True, exist_ok=True)
-    if name in {"ours-prod", "ours-embedded"}:
+    if name in {"ours-prod", "ours-prod-token", "ours-embedded"}:
         database_url = None
-        if name == "ours-prod":
-            database_url = services.create_database("ours")
-        env = ours_env(services, database_url, log_dir, name)
+        if name != "ours-embedded":
+            database_url = services.create_database("ours" if name == "ours-prod" else "ours_token")
+        token = name == "ours-prod-token"
+        env = ours_env(services, database_url, log_dir, name, open_endpoint=not token)
         run_django(["migrate", "--noinput"], env, timeout=180)
+        headers = create_caller(env) if token else {}
         web = _daphne(name, "project.asgi:application", env, log_dir, CARD_PATH)
         helpers = [_celery_worker(env, services, log_dir)] if database_url else []
-        return Target(name, web, web.port, helpers, database_url or "")
+        return Target(name, web, web.port, helpers, database_url or "", headers)
     if name in {"sdk-sql", "sdk-memory"}:
         env = {**_clean_environ(), "PYTHONUNBUFFERED": "1"}
         database_url = ""
