@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.contrib.staticfiles.urls import staticfiles_urlpatterns
 from django.urls import include, path
 
+from project import admin as project_admin  # noqa: F401  (registers the masked token admin)
 from project.health import healthz
 from project.views import DemoPageView
 

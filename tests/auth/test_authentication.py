@@ -264,3 +264,12 @@ class AdminOrAlice:
 
     def has_permission(self, request: Any, view: Any) -> bool:
         return request.user.is_staff or request.user.username == "alice"
+
+
+async def test_the_admin_manages_tokens(endpoint, alice, django_user_model):
+    await django_user_model.objects.acreate_superuser("root", password="pw")
+    http = AsyncClient()
+    await http.alogin(username="root", password="pw")
+    listing = await http.get("/admin/authtoken/tokenproxy/")
+    assert listing.status_code == 200
+    assert b"alice" in listing.content
