@@ -21,7 +21,8 @@ from django.utils import timezone
 from a2a_endpoint import models, types
 from a2a_endpoint.errors import TaskNotFoundError
 from a2a_endpoint.lifecycle import TaskState
-from a2a_endpoint.store import TaskStore, _read_cursor
+from a2a_endpoint.store import TaskStore
+from a2a_endpoint.store.cursor import _read_cursor
 from a2a_endpoint.testing import user_message
 from tests.service.builders import DEADLINE, agent_message
 

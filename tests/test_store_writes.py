@@ -1,6 +1,6 @@
 """The store's written-out INSERTs and UPDATEs store exactly what the ORM's would.
 
-``store._insert`` and ``store._save_fields`` replace ``Model.save()`` on the hot writes
+``store.sql._insert`` and ``store.sql._save_fields`` replace ``Model.save()`` on the hot writes
 (a new task, each event, each status change): the same field conversions, no query building.
 """
 
@@ -66,7 +66,7 @@ def test_an_inserted_task_equals_a_created_one():
     ours, theirs = a_task("m-ours"), a_task("m-theirs")
     before = timezone.now()
     with CaptureQueriesContext(connection) as queries:
-        store._insert(ours)
+        store.sql._insert(ours)
     theirs.save()
     assert len(queries) == 1
     assert queries[0]["sql"].startswith("INSERT INTO")
@@ -99,7 +99,7 @@ def test_inserted_rows_of_a_task_equal_created_ones(model):
         "Artifact": {"position": 0, "artifact_id": "a", "parts": [ODD_JSON], "metadata": None},
     }[model]
     cls = getattr(models, model)
-    store._insert(cls(task=mine, **values))
+    store.sql._insert(cls(task=mine, **values))
     cls.objects.create(task=theirs, **values)
     [ours] = cls.objects.filter(task=mine).values()
     [orm] = cls.objects.filter(task=theirs).values()
@@ -118,7 +118,7 @@ def test_saving_fields_updates_those_fields_only():
     row.seq = 7
     row.context_id = "not saved"
     with CaptureQueriesContext(connection) as queries:
-        store._save_fields(row, "state", "status_message", "seq", "updated_at")
+        store.sql._save_fields(row, "state", "status_message", "seq", "updated_at")
     assert len(queries) == 1
     assert queries[0]["sql"].startswith("UPDATE")
     after = stored(row)
@@ -137,14 +137,14 @@ def test_saving_fields_writes_only_that_row():
     first.save()
     second.save()
     first.seq = 9
-    store._save_fields(first, "seq")
+    store.sql._save_fields(first, "seq")
     assert models.Task.objects.get(pk=second.pk).seq == 1
 
 
 def test_a_duplicate_insert_is_an_integrity_error():
-    store._insert(a_task("m-1"))
+    store.sql._insert(a_task("m-1"))
     with pytest.raises(IntegrityError), transaction.atomic():
-        store._insert(a_task("m-1"))  # same owner, tenant and origin message
+        store.sql._insert(a_task("m-1"))  # same owner, tenant and origin message
 
 
 def test_a_second_task_for_one_message_returns_the_first():
@@ -217,7 +217,7 @@ def test_an_artifacts_written_out_read_equals_the_orms():
             complete=True,
         )
     with CaptureQueriesContext(connection) as queries:
-        row, position = store._artifact_row(task, "b")
+        row, position = store.sql._artifact_row(task, "b")
     assert len(queries) == 1
     expected = models.Artifact.objects.get(task=task, artifact_id="b")
     assert row is not None
@@ -226,10 +226,10 @@ def test_an_artifacts_written_out_read_equals_the_orms():
     )
     assert not row._state.adding  # saved as an UPDATE of that row
     assert position == 2
-    assert store._artifact_row(task, "c") == (None, 2)
+    assert store.sql._artifact_row(task, "c") == (None, 2)
     empty = a_task("no-artifacts")
     empty.save()
-    assert store._artifact_row(empty, "a") == (None, 0)
+    assert store.sql._artifact_row(empty, "a") == (None, 0)
 
 
 def test_new_artifacts_take_the_next_positions_and_chunks_keep_theirs():

@@ -34,11 +34,11 @@ COUNTS = "a2a_endpoint_task_count"
 @pytest.fixture(autouse=True)
 def found_afresh() -> Iterator[None]:
     """Each test looks the counts up itself; the next finds what was found before."""
-    found = dict(store._counts_found)
+    found = dict(store.counts._counts_found)
     store.forget_task_counts()
     yield
-    store._counts_found.clear()
-    store._counts_found.update(found)
+    store.counts._counts_found.clear()
+    store.counts._counts_found.update(found)
 
 
 def kept() -> dict[tuple[str, str], int]:
@@ -176,7 +176,7 @@ def test_without_the_counts_the_total_is_counted(monkeypatch):
         new_task("user:7")
     with connection.cursor() as cursor:
         cursor.execute(f"DELETE FROM {COUNTS}")  # proves the count is not read from here
-    monkeypatch.setattr(store, "TASK_COUNT_TABLE", "a2a_endpoint_no_such_table")
+    monkeypatch.setattr(store.counts, "TASK_COUNT_TABLE", "a2a_endpoint_no_such_table")
     with CaptureQueriesContext(connection) as queries:
         assert total("user:7") == 2
     assert "to_regclass" in queries[0]["sql"]
@@ -189,9 +189,9 @@ def test_without_the_counts_the_total_is_counted(monkeypatch):
 def test_a_migration_run_looks_the_counts_up_again():
     new_task("user:7")
     key = (connection.alias, str(connection.settings_dict["NAME"]))
-    store._counts_found[key] = False
+    store.counts._counts_found[key] = False
     call_command("migrate", "a2a_endpoint", verbosity=0)  # nothing to apply: post_migrate
-    assert key not in store._counts_found
+    assert key not in store.counts._counts_found
     with connection.cursor() as cursor:
         cursor.execute(f"UPDATE {COUNTS} SET tasks = tasks + 1")
     assert total("user:7") > 1  # read from the counts again
@@ -278,7 +278,7 @@ def test_the_recount_command_checks_and_rebuilds_the_counts():
 
 
 def test_the_recount_command_needs_the_counts(monkeypatch):
-    monkeypatch.setattr(store, "TASK_COUNT_TABLE", "a2a_endpoint_no_such_table")
+    monkeypatch.setattr(store.counts, "TASK_COUNT_TABLE", "a2a_endpoint_no_such_table")
     with pytest.raises(CommandError, match=r"run `manage\.py migrate`"):
         recount("--check")
 

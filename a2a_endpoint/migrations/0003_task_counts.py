@@ -17,8 +17,8 @@ concurrent SendMessages of one caller (every anonymous client is one caller) on 
 connections update different rows instead of queuing on one row lock until they commit. A
 statement touching several callers upserts their rows in one sorted statement.
 
-Other databases (SQLite) get nothing here: their ListTasks counts (store.py). So does a
-test database built without migrations, which store.py detects. ``manage.py
+Other databases (SQLite) get nothing here: their ListTasks counts (store/reads.py). So does a
+test database built without migrations, which store/counts.py detects. ``manage.py
 a2a_recount_tasks`` checks and rebuilds the counts (after triggers were bypassed).
 
 A later migration that changes the type of ``owner`` or ``tenant`` must drop the UPDATE

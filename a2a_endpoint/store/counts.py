@@ -1,0 +1,76 @@
+"""PostgreSQL's kept task counts (migration 0003's table and triggers): whether a database
+keeps them, which are wrong, and a recount."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import connection, transaction
+
+#: PostgreSQL: each caller's number of tasks, kept by the triggers of migration 0003.
+TASK_COUNT_TABLE = "a2a_endpoint_task_count"
+
+#: (connection alias, database name) → whether that database keeps the counts.
+_counts_found: dict[tuple[str, str], bool] = {}
+
+
+def task_counts_kept() -> bool:
+    """Whether the PostgreSQL database of ``connection`` keeps the task counts.
+
+    Migration 0003 creates the table and its triggers together. A database built without
+    migrations (pytest-django's ``--nomigrations``) has neither, and ListTasks counts there.
+    Looked up once per database and process; a migration run clears what was found.
+    """
+    key = (connection.alias, str(connection.settings_dict["NAME"]))
+    found = _counts_found.get(key)
+    if found is None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [TASK_COUNT_TABLE])
+            found = _counts_found[key] = bool(cursor.fetchone()[0])
+    return found
+
+
+def forget_task_counts(**kwargs: Any) -> None:
+    """Look the task counts up again (a ``post_migrate`` receiver: apps.py)."""
+    _counts_found.clear()
+
+
+#: Each caller whose kept count differs from its number of tasks: (owner, tenant, kept,
+#: counted). One statement: both sides are read in one snapshot.
+_WRONG_COUNTS_SQL = f"""
+    SELECT owner, tenant, COALESCE(k.tasks, 0), COALESCE(c.tasks, 0)
+    FROM (SELECT owner, tenant, SUM(tasks)::bigint AS tasks FROM {TASK_COUNT_TABLE}
+          GROUP BY owner, tenant) k
+    FULL JOIN (SELECT owner, tenant, COUNT(*) AS tasks FROM a2a_endpoint_task
+               GROUP BY owner, tenant) c USING (owner, tenant)
+    WHERE COALESCE(k.tasks, 0) <> COALESCE(c.tasks, 0)
+    ORDER BY owner, tenant
+"""
+
+
+def wrong_task_counts() -> list[tuple[str, str, int, int]]:
+    """PostgreSQL: each caller whose kept task count is wrong, as (owner, tenant, kept,
+    counted). Triggers keep the counts, so this is empty unless they were bypassed (a
+    replica applying changes with ``session_replication_role = replica``, triggers disabled
+    by hand, a restore of one table without the other)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_WRONG_COUNTS_SQL)
+        return [(owner, tenant, int(kept), counted) for owner, tenant, kept, counted in cursor]
+
+
+def recount_tasks() -> list[tuple[str, str, int, int]]:
+    """PostgreSQL: count every caller's tasks again and keep those counts (one row each).
+
+    Writers of tasks wait while it runs (about 0.4 s a million tasks), readers do not.
+    Returns what ``wrong_task_counts`` found, in the same transaction.
+    """
+    table = connection.ops.quote_name(TASK_COUNT_TABLE)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("LOCK TABLE a2a_endpoint_task IN SHARE ROW EXCLUSIVE MODE")
+        wrong = wrong_task_counts()
+        cursor.execute(f"DELETE FROM {table}")
+        cursor.execute(
+            f"INSERT INTO {table} (owner, tenant, slot, tasks) "
+            "SELECT owner, tenant, 0, COUNT(*) FROM a2a_endpoint_task GROUP BY owner, tenant"
+        )
+    return wrong

@@ -1,0 +1,31 @@
+"""ListTasks page tokens: an opaque, signed keyset cursor (status timestamp, task id)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+from django.core import signing
+
+from a2a_endpoint.errors import (
+    InvalidParamsError,
+)
+
+_CURSOR_SALT = "a2a_endpoint.list_tasks.cursor"
+
+
+def _make_cursor(status_timestamp: datetime, task_id: uuid.UUID) -> str:
+    """An opaque, signed keyset cursor: the sort key of the last task on the page."""
+    return signing.dumps(
+        [status_timestamp.astimezone(UTC).isoformat(), str(task_id)], salt=_CURSOR_SALT
+    )
+
+
+def _read_cursor(token: str) -> tuple[datetime, uuid.UUID]:
+    try:
+        timestamp, task_id = signing.loads(token, salt=_CURSOR_SALT)
+        return datetime.fromisoformat(timestamp), uuid.UUID(task_id)
+    except (signing.BadSignature, ValueError, TypeError):
+        raise InvalidParamsError(
+            "Invalid page token", field="pageToken", description="The page token is not valid"
+        ) from None
