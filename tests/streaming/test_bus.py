@@ -13,11 +13,11 @@ from a2a_endpoint.store import StoredEvent
 from a2a_endpoint.streaming.bus import (
     ChannelLayerEventBus,
     InMemoryEventBus,
-    _to_message,
     cancel_group_name,
     group_name,
     settled_group_name,
 )
+from a2a_endpoint.streaming.channels_bus import _to_message
 from tests.service.builders import DEADLINE, wait_for
 from tests.streaming.conftest import IN_MEMORY_LAYER
 
