@@ -195,7 +195,7 @@ class JsonRpcView(View):
             return _refused(refusal, body)
         except Exception as exc:
             # A broken resolver is a server error, answered in JSON-RPC (logged, request id).
-            return _json(_dispatcher().error_response(exc, None))
+            return _json(_dispatcher().error_response(exc, _request_id(body)))
         outcome = await _dispatcher().dispatch(body, context)
         if isinstance(outcome, jsonrpc.Reply):
             response = _json_body(outcome.encoded(), context=context)

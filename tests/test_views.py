@@ -315,4 +315,5 @@ async def test_broken_caller_resolver_is_an_internal_error_not_a_500(rpc, caplog
     assert response["Content-Type"] == "application/json"
     assert b"1234" not in response.content
     assert decode(response)["error"]["code"] == -32603
+    assert decode(response)["id"] == 1  # the body parsed: its id is echoed
     assert "resolver secret 1234" in caplog.text
