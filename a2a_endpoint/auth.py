@@ -60,6 +60,13 @@ class Refusal(Exception):
         self.error = error
         self.headers = headers or {}
 
+    def apply(self, response: Any) -> Any:
+        """``response`` (its JSON-RPC error body already set) with this status and headers."""
+        response.status_code = self.status
+        for name, value in self.headers.items():
+            response[name] = value
+        return response
+
 
 class _Gate(APIView):
     """The checks of ``APIView.initial`` that concern the caller (not content negotiation:
@@ -144,12 +151,7 @@ def _on_event_loop(resolver: Any) -> bool:
 
 def _check_and_resolve(request: HttpRequest, resolver: Any) -> Any:
     _check(request)
-    if _on_event_loop(resolver):
-        return None
-    try:
-        return resolver(request)
-    except DjangoPermissionDenied as exc:  # the resolver refused the caller
-        raise Refusal(403, errors.PermissionDeniedError(str(exc) or None)) from None
+    return None if _on_event_loop(resolver) else resolver(request)
 
 
 async def authenticate(request: HttpRequest) -> Caller:
@@ -160,12 +162,14 @@ async def authenticate(request: HttpRequest) -> Caller:
     authenticators runs on the event loop.
     """
     resolver = app_settings.CALLER_RESOLVER
-    if security.runs_on_event_loop() and _on_event_loop(resolver):
-        _check(request)
-        caller = None
-    else:
-        caller = await sync_to_async(_check_and_resolve, thread_sensitive=True)(request, resolver)
     try:
+        if security.runs_on_event_loop() and _on_event_loop(resolver):
+            _check(request)
+            caller = None
+        else:
+            caller = await sync_to_async(_check_and_resolve, thread_sensitive=True)(
+                request, resolver
+            )
         if caller is None:
             caller = resolver(request)
         if inspect.isawaitable(caller):

@@ -80,10 +80,7 @@ def _request_id(body: bytes) -> str | int | None:
 def _refused(refusal: auth.Refusal, body: bytes) -> HttpResponse:
     """401/403/429 before any method ran, with a JSON-RPC error body (A2A §3.3.2)."""
     error = rpc.map_error(refusal.error)
-    response = _json(jsonrpc.failure(_request_id(body), error), status=refusal.status)
-    for name, value in refusal.headers.items():
-        response[name] = value
-    return response
+    return refusal.apply(_json(jsonrpc.failure(_request_id(body), error)))
 
 
 def _header_list(value: str) -> frozenset[str]:
@@ -202,10 +199,7 @@ class JsonRpcView(View):
             if _is_error(outcome.payload, rpc.UNAUTHENTICATED):
                 # A method that needs a caller the endpoint let in anonymously (the
                 # extended card): a 401 with the challenges, as authentication failures are.
-                refusal = auth.unauthenticated(request)
-                response.status_code = refusal.status
-                for name, value in refusal.headers.items():
-                    response[name] = value
+                auth.unauthenticated(request).apply(response)
             return response
         if isinstance(outcome, jsonrpc.NoReply):
             return HttpResponse(status=204)

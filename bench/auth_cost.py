@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.servers import Services
+from bench.servers import Services, add_service_arguments
 
 KEY = secrets.token_hex(20)
 #: Prepares a run (its requests made before the clock starts) and returns it.
@@ -86,13 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.auth_cost", description=__doc__)
     parser.add_argument("--number", type=int, default=2000, help="calls per run")
     parser.add_argument("--repeat", type=int, default=7, help="runs per variant")
-    parser.add_argument(
-        "--postgres-url",
-        default=os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
-    )
-    parser.add_argument(
-        "--redis-url", default=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
-    )
+    add_service_arguments(parser)
     args = parser.parse_args(argv)
     services = Services(args.postgres_url, args.redis_url)
     try:

@@ -28,6 +28,7 @@ from bench.servers import (
     DEFAULT_TARGETS,
     Services,
     Target,
+    add_service_arguments,
     build_target,
     pin_client,
     started,
@@ -81,13 +82,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--fanout-sizes", help="comma list of stream counts (default 100,1000)")
     parser.add_argument("--scale-levels", help="comma list of task counts (default 10k,100k,1M)")
     parser.add_argument("--profile-seconds", type=float, help="py-spy seconds per profile")
-    parser.add_argument(
-        "--postgres-url",
-        default=os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
-    )
-    parser.add_argument(
-        "--redis-url", default=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
-    )
+    add_service_arguments(parser)
     parser.add_argument("--output", type=Path, default=RESULTS_DIR, help="results directory")
     args = parser.parse_args(argv)
     quick = args.quick

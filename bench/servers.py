@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -394,3 +395,15 @@ def started(targets: list[Target]) -> Iterator[list[Target]]:
                 stack.enter_context(helper)
             stack.enter_context(target.web)
         yield targets
+
+
+def add_service_arguments(parser: Any) -> None:
+    """``--postgres-url`` and ``--redis-url`` (``BENCH_POSTGRES_URL``, ``BENCH_REDIS_URL``):
+    the services every bench command that starts servers needs."""
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
+    )
+    parser.add_argument(
+        "--redis-url", default=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
+    )

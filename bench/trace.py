@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import sys
 import tempfile
@@ -21,7 +20,7 @@ from pathlib import Path
 
 from bench.loadgen import Connection
 from bench.scenarios import send_blocking_echo
-from bench.servers import Services, build_target, pin_client, started
+from bench.servers import Services, add_service_arguments, build_target, pin_client, started
 
 WARMUP = 5
 
@@ -106,13 +105,7 @@ def report(windows: list[tuple[float, float]], lines: list[tuple[float, int, str
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.trace", description=__doc__)
     parser.add_argument("--requests", type=int, default=30, help="blocking echoes to time")
-    parser.add_argument(
-        "--postgres-url",
-        default=os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
-    )
-    parser.add_argument(
-        "--redis-url", default=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
-    )
+    add_service_arguments(parser)
     args = parser.parse_args(argv)
     pin_client()
     workdir = Path(tempfile.mkdtemp(prefix="a2a-bench-trace-"))

@@ -79,9 +79,10 @@ def extended_agent_card(caller: types.Caller, jsonrpc_url: str) -> types.AgentCa
         extended = extended(caller)
     if extended is None:
         return None
-    card = _merge(_public_card(jsonrpc_url), dict(extended))
+    public = _public_card(jsonrpc_url)
+    card = _merge(public, dict(extended))
     # What is served is not the extended card's to change.
-    card["supportedInterfaces"] = _public_card(jsonrpc_url)["supportedInterfaces"]
+    card["supportedInterfaces"] = public["supportedInterfaces"]
     card["capabilities"]["extendedAgentCard"] = True
     try:
         return msgspec.convert(card, types.AgentCard)
