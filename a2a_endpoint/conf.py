@@ -74,6 +74,28 @@ DEFAULTS: dict[str, Any] = {
     "INLINE_MAX_WORKERS": 8,
     # Cache-Control max-age of the public agent card, in seconds.
     "CARD_MAX_AGE": 300,
+    # Push notifications (A2A §4.3, docs/push.md): the four config methods and webhook
+    # deliveries (capabilities.pushNotifications). Off: the methods answer -32003.
+    "PUSH_NOTIFICATIONS": True,
+    # Webhook URLs may use http as well as https (development, a receiver behind a proxy).
+    "PUSH_ALLOW_HTTP": False,
+    # When not empty, the only host names (or literal addresses) webhooks may use.
+    "PUSH_ALLOWED_HOSTS": [],
+    # Allow loopback, private, link-local ... addresses (tests, the TCK, internal receivers).
+    "PUSH_ALLOW_PRIVATE_NETWORKS": False,
+    # Seconds to connect to a webhook, and for its whole answer (status and headers).
+    "PUSH_CONNECT_TIMEOUT": 10.0,
+    "PUSH_TIMEOUT": 30.0,
+    # A delivery is tried at most this many times, and for at most this many seconds after
+    # its event, then dead-lettered (admin, manage.py a2a_push_retry).
+    "PUSH_MAX_ATTEMPTS": 8,
+    "PUSH_MAX_AGE": 86_400.0,
+    # Exponential backoff between tries (with jitter): first delay, and the largest one.
+    "PUSH_RETRY_DELAY": 1.0,
+    "PUSH_RETRY_MAX_DELAY": 600.0,
+    # Inline backend: seconds between sweeps for deliveries whose sender was lost (a restart);
+    # 0: no sweep. Celery workers sweep with their lost-job sweeper.
+    "PUSH_SWEEP_INTERVAL": 30.0,
 }
 
 IMPORT_STRINGS = frozenset({"AGENT", "CALLER_RESOLVER", "EXTENDED_CARD"})

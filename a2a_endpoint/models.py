@@ -1,4 +1,5 @@
-"""Schema of stored tasks: Task, its history (Message), Artifact and the TaskEvent log."""
+"""Schema of stored tasks: Task, its history (Message), Artifact, the TaskEvent log, and push
+notification configs with their outbox of deliveries."""
 
 from __future__ import annotations
 
@@ -192,3 +193,104 @@ class TaskEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_id} #{self.seq} {self.kind}"
+
+
+class PushNotificationConfig(models.Model):
+    """A webhook of a task (A2A §4.3): every event of the task is POSTed to ``url``.
+
+    ``token`` and ``credentials`` are secrets of the client's: the admin masks them and no
+    log line or error message carries them.
+    """
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="push_configs")
+    config_id = models.CharField(
+        _("config id"), max_length=255, help_text=_("The id the client names it by.")
+    )
+    url = models.CharField(_("webhook URL"), max_length=2048)
+    token = models.CharField(
+        _("token"),
+        max_length=1024,
+        blank=True,
+        default="",
+        help_text=_("Sent as X-A2A-Notification-Token."),
+    )
+    auth_scheme = models.CharField(
+        _("authentication scheme"),
+        max_length=64,
+        blank=True,
+        default="",
+        help_text=_("Sent as 'Authorization: <scheme> <credentials>' (Bearer, Basic ...)."),
+    )
+    auth_credentials = models.CharField(_("credentials"), max_length=4096, blank=True, default="")
+    sending_until = models.DateTimeField(
+        _("sender lease"),
+        null=True,
+        blank=True,
+        help_text=_("A sender is delivering to it until then (one at a time, in order)."),
+    )
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("updated"), auto_now=True)
+
+    class Meta:
+        verbose_name = _("push notification config")
+        verbose_name_plural = _("push notification configs")
+        ordering = ["task_id", "created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "config_id"], name="a2a_push_config_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.config_id} of {self.task_id}"
+
+
+class PushDelivery(models.Model):
+    """The outbox: one event of a task owed to one of its webhooks, written with the event.
+
+    Sent after the commit, per config in ``seq`` order, at least once: ``pending`` until the
+    webhook answers 2xx (``delivered``) or the tries run out (``dead``, a dead letter).
+    """
+
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    DEAD = "dead"
+    STATES = [(PENDING, _("Pending")), (DELIVERED, _("Delivered")), (DEAD, _("Dead letter"))]
+
+    config = models.ForeignKey(
+        PushNotificationConfig, on_delete=models.CASCADE, related_name="deliveries"
+    )
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="push_deliveries")
+    seq = models.PositiveBigIntegerField(_("event number"))
+    state = models.CharField(_("state"), max_length=16, choices=STATES, default=PENDING)
+    attempts = models.PositiveSmallIntegerField(_("attempts"), default=0)
+    next_attempt_at = models.DateTimeField(_("next attempt"))
+    give_up_at = models.DateTimeField(
+        _("give up at"), help_text=_("Dead-lettered when not delivered by then (PUSH_MAX_AGE).")
+    )
+    last_status = models.PositiveSmallIntegerField(_("last HTTP status"), null=True, blank=True)
+    last_error = models.CharField(_("last error"), max_length=500, blank=True, default="")
+    created_at = models.DateTimeField(_("created"))
+    delivered_at = models.DateTimeField(_("delivered"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("push delivery")
+        verbose_name_plural = _("push deliveries")
+        ordering = ["config_id", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["config", "seq"], name="a2a_push_delivery_once"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["config", "seq"],
+                name="a2a_push_pending",
+                condition=models.Q(state="pending"),
+            ),
+            models.Index(
+                fields=["next_attempt_at"],
+                name="a2a_push_due",
+                condition=models.Q(state="pending"),
+            ),
+            models.Index(fields=["task", "state"], name="a2a_push_task_state"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task_id} #{self.seq} → {self.config_id} ({self.state})"

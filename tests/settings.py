@@ -58,6 +58,8 @@ A2A_ENDPOINT = {
     "CALLER_RESOLVER": "tests.callers.any_tenant",
     "BLOCKING_TIMEOUT": 10,
     "CANCEL_GRACE_PERIOD": 0.5,
+    # No periodic sweep for owed push deliveries (tests/push sweeps when it means to).
+    "PUSH_SWEEP_INTERVAL": 0,
 }
 
 # simplejwt (tests/auth): a key of the length HMAC-SHA256 wants.

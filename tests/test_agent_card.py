@@ -92,7 +92,7 @@ async def test_advertised_url_serves_jsonrpc(rpc):
 async def test_capabilities_declare_nothing_unserved():
     assert (await card())["capabilities"] == {
         "streaming": True,
-        "pushNotifications": False,
+        "pushNotifications": True,
         "extendedAgentCard": False,
     }
 
@@ -113,7 +113,7 @@ async def test_capabilities_declare_nothing_unserved():
             "CreateTaskPushNotificationConfig",
             {"taskId": "t", "url": "https://example.com/hook"},
             -32003,
-            {},
+            {"PUSH_NOTIFICATIONS": False},
         ),
         ("extendedAgentCard", "GetExtendedAgentCard", {}, -32004, {}),
     ],

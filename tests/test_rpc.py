@@ -320,8 +320,9 @@ async def test_extended_agent_card_is_unsupported(rpc):
         ("DeleteTaskPushNotificationConfig", {"taskId": "t", "id": "c"}),
     ],
 )
-async def test_push_config_methods_are_not_supported(rpc, method, params):
-    error = await rpc.error(method, params)
+async def test_push_config_methods_are_not_supported_when_turned_off(rpc, method, params):
+    with override_settings(A2A_ENDPOINT=a2a_settings(PUSH_NOTIFICATIONS=False)):
+        error = await rpc.error(method, params)
     assert error["code"] == -32003
     assert error_info(error)["reason"] == "PUSH_NOTIFICATION_NOT_SUPPORTED"
 

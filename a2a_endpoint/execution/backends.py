@@ -1,4 +1,5 @@
-"""Execution backends: where agent jobs run. ``InlineBackend`` runs them in this process."""
+"""Execution backends: where agent jobs and push deliveries run. ``InlineBackend`` runs them
+in this process."""
 
 from __future__ import annotations
 
@@ -9,11 +10,17 @@ import threading
 from abc import ABC, abstractmethod
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from django.db import close_old_connections
+
 from a2a_endpoint.conf import app_settings
 from a2a_endpoint.execution.runner import run_task
+from a2a_endpoint.push.sender import deliver_task, lease_seconds
 from a2a_endpoint.store import TaskStore
 
 logger = logging.getLogger("a2a_endpoint.execution")
+
+#: Threads of the inline backend's push sender (one config at a time each).
+PUSH_THREADS = 4
 
 
 class ExecutionBackend(ABC):
@@ -30,11 +37,34 @@ class ExecutionBackend(ABC):
     def cancel(self, task_id: str) -> None:
         """Tell the job of a task that was just canceled to stop."""
 
+    def push(self, task_id: str) -> None:
+        """Send what the task's webhooks are owed (called after the commit that owed it).
+
+        This default sends from a thread of its own and schedules no retry: a backend of a
+        project's own should override it (the inline and Celery backends do).
+        """
+        threading.Thread(
+            target=_deliver, args=(self.store, task_id), name="a2a-push", daemon=True
+        ).start()
+
+
+def _deliver(store: TaskStore, task_id: str) -> float | None:
+    """Send the task's owed events from this thread; seconds until a retry is due."""
+    try:
+        return deliver_task(store, task_id)
+    except Exception:
+        logger.exception("Push delivery for task %s failed; it is retried", task_id)
+        return lease_seconds()  # the sender's lease has lapsed by then
+    finally:
+        close_old_connections()
+
 
 class InlineBackend(ExecutionBackend):
     """The embedded default: jobs run on a private event loop thread of this process.
 
-    Async agents run on that loop; sync agents in its thread pool. No service needed, but
+    Async agents run on that loop; sync agents in its thread pool. Push deliveries run in a
+    small pool of their own, their retries timed on the loop, and every PUSH_SWEEP_INTERVAL
+    a sweep sends what a previous run of the process left owed. No service needed, but
     jobs die with the process: use the Celery backend in production.
     """
 
@@ -47,8 +77,12 @@ class InlineBackend(ExecutionBackend):
             int(app_settings.INLINE_MAX_WORKERS), thread_name_prefix="a2a-agent"
         )
         self._loop.set_default_executor(self._pool)
+        self._push_pool = ThreadPoolExecutor(PUSH_THREADS, thread_name_prefix="a2a-push")
         self._thread = threading.Thread(target=self._run, name="a2a-inline-backend", daemon=True)
         self._thread.start()
+        sweep = float(app_settings.PUSH_SWEEP_INTERVAL)
+        if sweep > 0 and app_settings.PUSH_NOTIFICATIONS:
+            self._loop.call_soon_threadsafe(self._loop.call_later, sweep, self._sweep, sweep)
 
     def _run(self) -> None:
         try:
@@ -83,6 +117,33 @@ class InlineBackend(ExecutionBackend):
         grace = float(app_settings.CANCEL_GRACE_PERIOD)
         self._loop.call_soon_threadsafe(self._loop.call_later, grace, future.cancel)
 
+    def push(self, task_id: str) -> None:
+        with contextlib.suppress(RuntimeError):  # shut down: the rows stay owed
+            self._push_pool.submit(self._push_now, task_id)
+
+    def _push_now(self, task_id: str) -> None:
+        wait = _deliver(self.store, task_id)
+        if wait is not None and not self._loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._loop.call_later, wait, self.push, task_id)
+
+    def _sweep(self, interval: float) -> None:
+        """On the loop: look for owed events no sender holds, then again after ``interval``."""
+        with contextlib.suppress(RuntimeError):
+            self._push_pool.submit(self._sweep_now)
+        self._loop.call_later(interval, self._sweep, interval)
+
+    def _sweep_now(self) -> None:
+        try:
+            overdue = self.store.push_tasks_overdue(lease_seconds())
+        except Exception:
+            logger.exception("Sweeping for owed push deliveries failed")
+            return
+        finally:
+            close_old_connections()
+        for task_id in overdue:
+            self._push_now(task_id)
+
     def running(self, task_id: str) -> bool:
         with self._lock:
             return task_id in self._jobs
@@ -111,6 +172,8 @@ class InlineBackend(ExecutionBackend):
                 drained.result(timeout)
         # Threads first: a finishing sync job reports back to the loop, so it must still run.
         self._pool.shutdown(wait=True, cancel_futures=True)
+        # Deliveries not sent yet stay owed in the outbox (the next sweep sends them).
+        self._push_pool.shutdown(wait=True, cancel_futures=True)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout)  # the thread closes the loop as it ends
 

@@ -9,6 +9,9 @@ never runs an agent twice for one message, and a job lost with its worker is ret
 failed by the sweeper. A job that ignores CancelTask is killed after the grace period
 (``revoke(terminate=True)``: the prefork pool), by a stop job or, when no pool process is
 free to run it, by the sweeper.
+
+Push deliveries run here too (``deliver_push_notifications``, woken after the commit that
+owed them, acks_late), and the sweeper hands over the ones whose sender was lost.
 """
 
 from __future__ import annotations
@@ -31,12 +34,14 @@ from a2a_endpoint.conf import app_settings
 from a2a_endpoint.execution import runtime
 from a2a_endpoint.execution.backends import ExecutionBackend
 from a2a_endpoint.execution.jobs import run_leased_job
+from a2a_endpoint.push.sender import deliver_task, lease_seconds
 
 logger = logging.getLogger("a2a_endpoint.execution")
 
 RUN_TASK = "a2a_endpoint.run_agent_task"
 STOP_JOB = "a2a_endpoint.stop_canceled_job"
 RECOVER = "a2a_endpoint.recover_lost_jobs"
+PUSH = "a2a_endpoint.deliver_push_notifications"
 #: Seconds a finished job waits for its leftover tasks (leaving channel-layer groups).
 LEFTOVER_TIMEOUT = 5.0
 #: Threads of a job loop: a sync agent, the heartbeat's and the updater's store calls.
@@ -53,6 +58,9 @@ class CeleryBackend(ExecutionBackend):
 
     def submit(self, task_id: str) -> None:
         _enqueue(task_id)
+
+    def push(self, task_id: str) -> None:
+        _enqueue_push(task_id)
 
     def cancel(self, task_id: str) -> None:
         # The task is CANCELED already and the job hears it on the bus at once. A job still
@@ -147,6 +155,34 @@ def _enqueue(task_id: str) -> None:
     run_agent_task.apply_async(args=[task_id], **_queue())
 
 
+def _enqueue_push(task_id: str, countdown: float | None = None) -> None:
+    deliver_push_notifications.apply_async(args=[task_id], countdown=countdown, **_queue())
+
+
+@shared_task(name=PUSH, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def deliver_push_notifications(task_id: str) -> None:
+    """Send what the webhooks of ``task_id`` are owed (thin: the work is in push.sender),
+    and enqueue itself again for when the next retry is due."""
+    try:
+        wait = deliver_task(runtime.get_store(), task_id)
+    except Exception:
+        logger.exception("Push delivery for task %s failed; the sweeper retries it", task_id)
+        return
+    if wait is not None:
+        _enqueue_push(task_id, countdown=wait)
+
+
+def sweep_push_deliveries() -> list[str]:
+    """Hand the sender every task owing an event that no sender has held for a lease: its
+    worker was killed mid-delivery, or its wake-up never reached the broker."""
+    overdue = runtime.get_store().push_tasks_overdue(lease_seconds())
+    for task_id in overdue:
+        _enqueue_push(task_id)
+    if overdue:
+        logger.info("Handed %d task(s) with overdue push deliveries to the sender", len(overdue))
+    return overdue
+
+
 @shared_task(name=RECOVER, ignore_result=True)
 def recover_lost_jobs() -> list[str]:
     """Retry or fail tasks whose job stopped renewing its lease (its worker is gone), then
@@ -178,6 +214,11 @@ class _Sweeper(threading.Thread):
                 stop_stubborn_jobs()
             except Exception:
                 logger.exception("Sweeping for lost jobs failed")
+            if app_settings.PUSH_NOTIFICATIONS:
+                try:
+                    sweep_push_deliveries()
+                except Exception:
+                    logger.exception("Sweeping for owed push deliveries failed")
 
 
 _sweeper: _Sweeper | None = None

@@ -31,7 +31,12 @@ def get_event_bus() -> EventBus:
 
 @functools.cache
 def get_store() -> TaskStore:
-    return TaskStore(publisher=get_event_bus().publish)
+    return TaskStore(publisher=get_event_bus().publish, pusher=_push)
+
+
+def _push(task_id: str) -> None:
+    """Wake the push sender of the configured backend (the store is built before it)."""
+    get_backend().push(task_id)
 
 
 @functools.cache

@@ -28,15 +28,24 @@ from urllib.parse import urlsplit
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[..., list[tuple[Any, ...]]]
 
-__all__ = ["Destination", "RefusedURL", "address_refusal", "check_url"]
+__all__ = ["Destination", "RefusedURL", "UnresolvedHost", "address_refusal", "check_url"]
 
 
 class RefusedURL(ValueError):
     """A webhook URL the server will not call; ``reason`` says why (for the client)."""
 
+    #: A delivery refused for this reason may succeed later (see :class:`UnresolvedHost`).
+    transient = False
+
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class UnresolvedHost(RefusedURL):
+    """The host has no address now: a DNS failure, which a later delivery may not meet."""
+
+    transient = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,14 +111,14 @@ def _resolve(host: str, port: int, resolver: Resolver) -> tuple[Address, ...]:
     try:
         infos = resolver(host, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError):
-        raise RefusedURL(f"the host {host} cannot be resolved") from None
+        raise UnresolvedHost(f"the host {host} cannot be resolved") from None
     found: list[Address] = []
     for _family, _type, _proto, _name, sockaddr in infos:
         address = _literal(str(sockaddr[0]).split("%", 1)[0])  # fe80::1%eth0: no zone
         if address is not None and address not in found:
             found.append(address)
     if not found:
-        raise RefusedURL(f"the host {host} has no address")
+        raise UnresolvedHost(f"the host {host} has no address")
     return tuple(found)
 
 
@@ -119,7 +128,7 @@ def check_url(
     allow_http: bool = False,
     allowed_hosts: Collection[str] = (),
     allow_private_networks: bool = False,
-    resolver: Resolver = socket.getaddrinfo,
+    resolver: Resolver | None = None,
 ) -> Destination:
     """The checked destination of webhook ``url``, or :class:`RefusedURL`.
 
@@ -145,7 +154,10 @@ def check_url(
         raise RefusedURL(f"the host {host} is not among the allowed push hosts")
     port = port or (443 if scheme == "https" else 80)
     literal = _literal(host)
-    addresses = (literal,) if literal is not None else _resolve(host, port, resolver)
+    if literal is not None:
+        addresses: tuple[Address, ...] = (literal,)
+    else:  # looked up at call time: socket.getaddrinfo as it is now (tests replace it)
+        addresses = _resolve(host, port, resolver or socket.getaddrinfo)
     if not allow_private_networks:
         for address in addresses:
             reason = address_refusal(address)

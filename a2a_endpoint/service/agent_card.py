@@ -15,9 +15,6 @@ from a2a_endpoint.conf import SETTING_NAME, app_settings
 PROTOCOL_VERSION = "1.0"
 SUPPORTED_MAJOR_VERSIONS = frozenset({"1"})
 
-# Served right now; a capability is declared true only once its methods work (A2A §3.3.4).
-CAPABILITIES = {"pushNotifications": False}
-
 
 def _skills(card: dict[str, Any]) -> list[Any]:
     if "skills" in card:
@@ -36,7 +33,7 @@ def _public_card(jsonrpc_url: str) -> dict[str, Any]:
     card["skills"] = _skills(card)
     card["capabilities"] = {
         "streaming": bool(app_settings.STREAMING),
-        **CAPABILITIES,
+        "pushNotifications": bool(app_settings.PUSH_NOTIFICATIONS),
         "extendedAgentCard": bool(app_settings.EXTENDED_CARD),
         "extensions": list(app_settings.EXTENSIONS),
     }

@@ -12,12 +12,14 @@ from a2a_endpoint import types
 from a2a_endpoint.conf import app_settings
 from a2a_endpoint.errors import (
     ExtendedAgentCardNotConfiguredError,
+    InvalidParamsError,
     PushNotificationNotSupportedError,
     UnauthenticatedError,
     UnsupportedOperationError,
 )
 from a2a_endpoint.execution import runtime
 from a2a_endpoint.execution.backends import ExecutionBackend
+from a2a_endpoint.push.configs import check_config
 from a2a_endpoint.service.agent_card import extended_agent_card
 from a2a_endpoint.service.calls import _db, _tenant
 from a2a_endpoint.service.starting import TaskStarts
@@ -143,27 +145,56 @@ class RequestHandler(Streams, TaskStarts):
                 exc_info=True,
             )
 
-    # --- Push notification configs (not offered: capabilities.pushNotifications false) -----
+    # --- Push notification configs (A2A §3.1.7-3.1.10) -----------------------------------
 
     async def create_task_push_notification_config(
         self, params: types.TaskPushNotificationConfig, caller: types.Caller
     ) -> types.TaskPushNotificationConfig:
-        raise PushNotificationNotSupportedError()
+        _check_push()
+        tenant = _tenant(params, caller)
+        if not params.task_id:
+            raise InvalidParamsError(field="taskId", description="taskId is required")
+        return await _db(self._create_push_config)(params, caller.owner, tenant)
+
+    def _create_push_config(
+        self, params: types.TaskPushNotificationConfig, owner: str, tenant: str
+    ) -> types.TaskPushNotificationConfig:
+        check_config(params)  # resolves the URL's host: here, off the event loop
+        return self.store.create_push_config(params.task_id, owner, tenant, params)
 
     async def get_task_push_notification_config(
         self, params: types.GetTaskPushNotificationConfigRequest, caller: types.Caller
     ) -> types.TaskPushNotificationConfig:
-        raise PushNotificationNotSupportedError()
+        _check_push()
+        tenant = _tenant(params, caller)
+        _require_ids(params)
+        return await _db(self.store.get_push_config)(
+            params.task_id, caller.owner, tenant, params.id
+        )
 
     async def list_task_push_notification_configs(
         self, params: types.ListTaskPushNotificationConfigsRequest, caller: types.Caller
     ) -> types.ListTaskPushNotificationConfigsResponse:
-        raise PushNotificationNotSupportedError()
+        _check_push()
+        tenant = _tenant(params, caller)
+        if not params.task_id:
+            raise InvalidParamsError(field="taskId", description="taskId is required")
+        if params.page_size < 0:
+            raise InvalidParamsError(field="pageSize", description="pageSize must not be negative")
+        return await _db(self.store.list_push_configs)(
+            params.task_id, caller.owner, tenant, params.page_size, params.page_token
+        )
 
     async def delete_task_push_notification_config(
         self, params: types.DeleteTaskPushNotificationConfigRequest, caller: types.Caller
     ) -> dict[str, Any]:
-        raise PushNotificationNotSupportedError()
+        """Idempotent (A2A §3.1.10): deleting a config that is gone is not an error; its
+        owed deliveries go with it. The result is ``google.protobuf.Empty``: ``{}``."""
+        _check_push()
+        tenant = _tenant(params, caller)
+        _require_ids(params)
+        await _db(self.store.delete_push_config)(params.task_id, caller.owner, tenant, params.id)
+        return {}
 
     # --- Agent card -------------------------------------------------------------------------
 
@@ -181,6 +212,21 @@ class RequestHandler(Streams, TaskStarts):
         if card is None:
             raise ExtendedAgentCardNotConfiguredError()
         return card
+
+
+def _check_push() -> None:
+    if not app_settings.PUSH_NOTIFICATIONS:
+        raise PushNotificationNotSupportedError()
+
+
+def _require_ids(
+    params: types.GetTaskPushNotificationConfigRequest
+    | types.DeleteTaskPushNotificationConfigRequest,
+) -> None:
+    if not params.task_id:
+        raise InvalidParamsError(field="taskId", description="taskId is required")
+    if not params.id:
+        raise InvalidParamsError(field="id", description="id is required")
 
 
 def get_request_handler() -> RequestHandler:

@@ -11,11 +11,15 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from a2a_endpoint import types
+from a2a_endpoint.conf import app_settings
 from a2a_endpoint.errors import InvalidParamsError, PushNotificationNotSupportedError
 from a2a_endpoint.execution.backends import ExecutionBackend
+from a2a_endpoint.push.configs import check_config
 from a2a_endpoint.store import TaskRecord, TaskStore, canonical_task_id
 
 logger = logging.getLogger("a2a_endpoint.service")
+
+PUSH_CONFIG_FIELD = "configuration.taskPushNotificationConfig."
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +41,25 @@ class TaskStarts:
 
     def _configuration(self, params: types.SendMessageRequest) -> types.SendMessageConfiguration:
         config = params.configuration or types.SendMessageConfiguration()
-        if config.task_push_notification_config is not None:
+        if config.task_push_notification_config is not None and not (
+            app_settings.PUSH_NOTIFICATIONS
+        ):
             raise PushNotificationNotSupportedError()
+        return config
+
+    @staticmethod
+    def _push_config(params: types.SendMessageRequest) -> types.TaskPushNotificationConfig | None:
+        """SendMessage's push config, checked (off the loop: it resolves the URL's host).
+
+        Its ``taskId`` "should be empty": the config is bound to the task the message starts
+        or continues, whatever it says.
+        """
+        config = (
+            params.configuration.task_push_notification_config if params.configuration else None
+        )
+        if config is None:
+            return None
+        check_config(config, PUSH_CONFIG_FIELD)
         return config
 
     @staticmethod
@@ -63,14 +84,15 @@ class TaskStarts:
     ) -> _Start:
         """Continue or create the task, and read a new task's first ``snapshot`` if asked
         (a stream's first event, a ``returnImmediately`` answer)."""
+        push_config = self._push_config(params)  # before anything is stored
         if params.message.task_id:
-            return _Start(self._continue(task_id, params, caller, tenant).id)
+            return _Start(self._continue(task_id, params, caller, tenant, push_config).id)
         # A retried send (same messageId) finds its task and is not run twice.
         started = self.store.task_for_message(caller.owner, tenant, params.message.message_id)
         if started is not None:
             return _Start(started, retried=True)
         with transaction.atomic():
-            record = self._create(task_id, params, caller, tenant)
+            record = self._create(task_id, params, caller, tenant, push_config)
             if record.id != task_id:  # a concurrent send of this message stored it first
                 return _Start(record.id, retried=True)
             if not snapshot:
@@ -81,7 +103,12 @@ class TaskStarts:
         return _Start(record.id, new=True, snapshot=first, seq=record.seq)
 
     def _create(
-        self, task_id: str, params: types.SendMessageRequest, caller: types.Caller, tenant: str
+        self,
+        task_id: str,
+        params: types.SendMessageRequest,
+        caller: types.Caller,
+        tenant: str,
+        push_config: types.TaskPushNotificationConfig | None,
     ) -> TaskRecord:
         context_id = params.message.context_id or str(uuid.uuid4())
         # No savepoint of its own: create_task has one, and _start's transaction is around.
@@ -93,13 +120,19 @@ class TaskStarts:
                 context_id=context_id,
                 message=params.message,
                 metadata=params.metadata,
+                push_config=push_config,
             )
             if record.id == task_id:
                 transaction.on_commit(functools.partial(self._hand_off, record.id))
         return record
 
     def _continue(
-        self, task_id: str, params: types.SendMessageRequest, caller: types.Caller, tenant: str
+        self,
+        task_id: str,
+        params: types.SendMessageRequest,
+        caller: types.Caller,
+        tenant: str,
+        push_config: types.TaskPushNotificationConfig | None,
     ) -> TaskRecord:
         message = params.message
         with transaction.atomic():
@@ -110,7 +143,9 @@ class TaskStarts:
                     field="message.contextId",
                     description=f"Task {current.id} belongs to context {current.context_id}",
                 )
-            record, resumed = self.store.continue_task(current.id, caller.owner, tenant, message)
+            record, resumed = self.store.continue_task(
+                current.id, caller.owner, tenant, message, push_config
+            )
             if resumed:
                 transaction.on_commit(functools.partial(self._hand_off, record.id))
         return record

@@ -8,7 +8,9 @@ One module per concern (docs/architecture.md, "Persistence"):
 
 - ``tasks``: :class:`TaskStore`, the API the service uses, made of
 - ``reads`` (snapshots, events, ListTasks), ``writes`` (create, continue, status,
-  artifacts, cancel) and ``jobs`` (claim, renew, release, hand-off, lost-job recovery);
+  artifacts, cancel), ``jobs`` (claim, renew, release, hand-off, lost-job recovery) and
+  ``pushes`` (the push config methods, the sender's side of the outbox);
+- ``outbox``: what writes owe webhooks (configs saved with a message, delivery rows);
 - ``sql``: the written-out statements and the row-to-model helpers they need;
 - ``counts``: PostgreSQL's kept task counts; ``cursor``: ListTasks page tokens;
 - ``records``: what the store hands out (events, records, claimed jobs) and builds.
@@ -23,10 +25,12 @@ from a2a_endpoint.store.counts import (
     task_counts_kept,
     wrong_task_counts,
 )
+from a2a_endpoint.store.pushes import CONFIG_PAGE_SIZE, Attempt, OwedDelivery
 from a2a_endpoint.store.records import (
     DEFAULT_PAGE_SIZE,
     ClaimedJob,
     Publisher,
+    Pusher,
     StoredEvent,
     TaskRecord,
     canonical_task_id,
@@ -36,11 +40,15 @@ from a2a_endpoint.store.sql import RETRY_KEY
 from a2a_endpoint.store.tasks import TaskStore
 
 __all__ = [
+    "CONFIG_PAGE_SIZE",
     "DEFAULT_PAGE_SIZE",
     "RETRY_KEY",
     "TASK_COUNT_TABLE",
+    "Attempt",
     "ClaimedJob",
+    "OwedDelivery",
     "Publisher",
+    "Pusher",
     "StoredEvent",
     "TaskRecord",
     "TaskStore",

@@ -64,6 +64,8 @@ class ClaimedJob:
 
 
 Publisher = Callable[[StoredEvent], None]
+#: Told the id of a task after a commit that owed its webhooks an event.
+Pusher = Callable[[str], None]
 
 
 def in_thread(func: Callable[..., Any]) -> Callable[..., Any]:

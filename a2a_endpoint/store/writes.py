@@ -19,8 +19,10 @@ from a2a_endpoint.errors import (
     UnsupportedOperationError,
 )
 from a2a_endpoint.lifecycle import CANCELABLE_STATES, TaskState, transition
+from a2a_endpoint.store.outbox import owe_deliveries, save_push_config
 from a2a_endpoint.store.records import (
     Publisher,
+    Pusher,
     StoredEvent,
     TaskRecord,
     _handoff_deadline,
@@ -45,6 +47,7 @@ class TaskWrites:
     """The writes of :class:`~a2a_endpoint.store.TaskStore`."""
 
     publisher: Publisher | None
+    pusher: Pusher | None
 
     def create_task(
         self,
@@ -55,6 +58,7 @@ class TaskWrites:
         context_id: str,
         message: types.Message,
         metadata: dict[str, Any] | None = None,
+        push_config: types.TaskPushNotificationConfig | None = None,
     ) -> TaskRecord:
         """Store a new SUBMITTED task whose history starts with ``message``, its job owed
         (``handoff_deadline``: the caller hands the job to the backend after the commit, and
@@ -62,6 +66,7 @@ class TaskWrites:
 
         A task that ``message`` (same owner, tenant and messageId) already started wins: its
         record is returned instead, so concurrent retries of one send make one task.
+        ``push_config`` (SendMessage's) is stored with it, so its first event is owed to it.
         """
         try:
             with transaction.atomic():
@@ -82,6 +87,8 @@ class TaskWrites:
                     handoff_deadline=_handoff_deadline(now),
                 )
                 _insert(task)
+                if push_config is not None:
+                    save_push_config(task, push_config)
                 message = msgspec.structs.replace(
                     message, task_id=str(task.id), context_id=context_id
                 )
@@ -115,9 +122,15 @@ class TaskWrites:
         return _record(task)
 
     def continue_task(
-        self, task_id: str, owner: str, tenant: str, message: types.Message
+        self,
+        task_id: str,
+        owner: str,
+        tenant: str,
+        message: types.Message,
+        push_config: types.TaskPushNotificationConfig | None = None,
     ) -> tuple[TaskRecord, bool]:
-        """Append a user message to an interrupted task and set it WORKING.
+        """Append a user message to an interrupted task and set it WORKING (``push_config``,
+        SendMessage's, stored first: the move to WORKING is owed to it).
 
         Returns ``(record, resumed)``; ``resumed`` is False when the message was already
         taken (same ``messageId``), so the caller must not run the agent again.
@@ -141,6 +154,8 @@ class TaskWrites:
                 message, task_id=str(task.id), context_id=task.context_id
             )
             self._append_history(task, [message])
+            if push_config is not None:
+                save_push_config(task, push_config)
             task.handoff_deadline = _handoff_deadline(timezone.now())  # its job is owed
             task.handoffs = 0
             self._change_status(task, TaskState.WORKING, None)
@@ -292,11 +307,17 @@ class TaskWrites:
     def _log_event(
         self, task: models.Task, payload: dict[str, Any], *, publish: bool = True
     ) -> StoredEvent:
-        """Write ``payload`` as event ``task.seq`` and publish it once committed."""
+        """Write ``payload`` as event ``task.seq``, owe it to the task's webhooks (the push
+        outbox, same transaction), and publish it and wake the push sender once committed."""
         kind = next(iter(payload))
         _insert(
             models.TaskEvent(task=task, seq=task.seq, kind=kind, state=task.state, payload=payload)
         )
+        if owe_deliveries(task) and self.pusher is not None:
+            pusher, task_id = self.pusher, str(task.id)
+            # robust: a sender that cannot be woken (the broker is down) leaves the rows
+            # pending, and a sweeper sends them (PUSH_TIMEOUT after they were due).
+            transaction.on_commit(lambda: pusher(task_id), robust=True)
         event = StoredEvent(
             task_id=str(task.id), seq=task.seq, state=TaskState(task.state), payload=payload
         )

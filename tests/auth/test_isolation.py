@@ -156,3 +156,23 @@ async def test_the_default_resolver_grants_no_tenant(endpoint, alice: User):
     task_not_found(await client.call("ListTasks", {"tenant": "acme"}))
     task_not_found(await client.call("SendMessage", {"message": user_message("x"), "tenant": "a"}))
     assert (await client.result("ListTasks", {}))["tasks"] == []
+
+
+async def test_another_caller_can_use_no_push_config_method_on_my_task(
+    endpoint, alice: User, bob: User, monkeypatch
+):
+    hook = "https://203.0.113.9/hook"
+    monkeypatch.setattr("a2a_endpoint.push.configs.check_url", lambda url, **policy: url)
+    mine = alice.client()
+    task = (await mine.result("SendMessage", {"message": user_message("noop")}))["task"]["id"]
+    await mine.result("CreateTaskPushNotificationConfig", {"taskId": task, "id": "c", "url": hook})
+    mallory = bob.client()
+    for method, params in [
+        ("CreateTaskPushNotificationConfig", {"taskId": task, "url": hook}),
+        ("GetTaskPushNotificationConfig", {"taskId": task, "id": "c"}),
+        ("ListTaskPushNotificationConfigs", {"taskId": task}),
+        ("DeleteTaskPushNotificationConfig", {"taskId": task, "id": "c"}),
+    ]:
+        task_not_found(await mallory.call(method, params))
+    configs = models.PushNotificationConfig.objects.filter(task_id=task)
+    assert [row.config_id async for row in configs] == ["c"]

@@ -294,10 +294,11 @@ async def test_retried_send_of_a_direct_reply_answers_the_same_message(rpc):
     assert await task_rows() == 1
 
 
-async def test_push_config_in_configuration_is_not_supported(rpc):
+async def test_push_config_in_configuration_is_not_supported_when_turned_off(rpc):
     config = {"taskPushNotificationConfig": {"url": "https://example.com/hook"}}
     params = {"message": user_message("echo x"), "configuration": config}
-    error = await rpc.error("SendMessage", params)
+    with a2a_settings(PUSH_NOTIFICATIONS=False):
+        error = await rpc.error("SendMessage", params)
     assert error["code"] == -32003
     assert error["data"][0]["reason"] == "PUSH_NOTIFICATION_NOT_SUPPORTED"
     assert await task_rows() == 0

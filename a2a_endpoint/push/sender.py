@@ -1,0 +1,298 @@
+"""The push sender: POST what a task's webhooks are owed, config by config, in event order.
+
+Each config is sent to by one sender at a time (a lease on its row), lowest event number
+first; a try that fails for a reason that may pass (a network error, 408, 429, 5xx, a host
+that does not resolve now) is retried with exponential backoff and jitter, and the events
+after it wait their turn. A delivery that is refused for good (another 4xx or 3xx: no
+redirect is followed; a URL the SSRF guard refuses), or that ran out of tries
+(``PUSH_MAX_ATTEMPTS``) or time (``PUSH_MAX_AGE``), is dead-lettered and the next event goes.
+
+At least once: a delivery is marked delivered only after its webhook answered 2xx, so a
+sender that dies in between (a killed worker) leaves it pending, and once its lease lapses
+a sweeper hands it to another sender, which sends it again. Receivers dedupe on
+``X-A2A-Task-Id`` and ``X-A2A-Event-Seq``.
+
+Nothing here logs a config's token or credentials, nor stores them in an error.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import ipaddress
+import logging
+import random
+import time
+from datetime import datetime, timedelta
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+import msgspec
+from django.utils import timezone
+
+from a2a_endpoint import __version__
+from a2a_endpoint.conf import app_settings
+from a2a_endpoint.push.ssrf import Address, Destination, RefusedURL, check_url
+from a2a_endpoint.store import Attempt, OwedDelivery, TaskStore
+
+logger = logging.getLogger("a2a_endpoint.push")
+
+__all__ = ["CONTENT_TYPE", "deliver_task", "lease_seconds", "webhook_policy"]
+
+CONTENT_TYPE = "application/a2a+json"
+#: The most of a webhook's answer that is read (kept, shortened, as the last error).
+MAX_ANSWER_BYTES = 1024
+RETRYABLE_STATUS = frozenset({408, 429})
+
+PENDING, DELIVERED, DEAD = "pending", "delivered", "dead"
+
+
+def webhook_policy() -> dict[str, object]:
+    """The SSRF guard's settings, as :func:`~a2a_endpoint.push.ssrf.check_url` takes them."""
+    return {
+        "allow_http": bool(app_settings.PUSH_ALLOW_HTTP),
+        "allowed_hosts": tuple(app_settings.PUSH_ALLOWED_HOSTS),
+        "allow_private_networks": bool(app_settings.PUSH_ALLOW_PRIVATE_NETWORKS),
+    }
+
+
+def lease_seconds() -> float:
+    """How long a sender holds a config: one try at most, with a margin (renewed per try)."""
+    return float(app_settings.PUSH_CONNECT_TIMEOUT) + float(app_settings.PUSH_TIMEOUT) + 5.0
+
+
+class _Result(msgspec.Struct, frozen=True):
+    """What one POST came to, before it is weighed against the tries left."""
+
+    delivered: bool = False
+    transient: bool = False
+    status: int | None = None
+    error: str = ""
+    retry_after: float | None = None
+    tried: bool = True
+
+
+# --- deciding -------------------------------------------------------------------------------
+
+
+def backoff(attempt: int) -> float:
+    """Seconds before try ``attempt + 1``: exponential, capped, with jitter (half to full)."""
+    ceiling = min(
+        float(app_settings.PUSH_RETRY_MAX_DELAY),
+        float(app_settings.PUSH_RETRY_DELAY) * 2 ** max(attempt - 1, 0),
+    )
+    return random.uniform(ceiling / 2, ceiling)
+
+
+def weigh(due: OwedDelivery, result: _Result, now: datetime) -> Attempt:
+    """The delivery's state after ``result``: delivered, retried at a time, or dead."""
+    if result.delivered:
+        return Attempt(DELIVERED, status=result.status)
+    attempts = due.attempts + (1 if result.tried else 0)
+    if not result.transient:
+        return Attempt(DEAD, status=result.status, error=result.error)
+    if attempts >= int(app_settings.PUSH_MAX_ATTEMPTS):
+        error = f"{result.error} (gave up after {attempts} tries)"
+        return Attempt(DEAD, status=result.status, error=error)
+    delay = result.retry_after if result.retry_after is not None else backoff(attempts)
+    delay = min(delay, float(app_settings.PUSH_RETRY_MAX_DELAY))
+    retry_at = now + timedelta(seconds=delay)
+    if retry_at > due.give_up_at:
+        error = f"{result.error} (gave up: PUSH_MAX_AGE reached)"
+        return Attempt(DEAD, status=result.status, error=error)
+    return Attempt(PENDING, status=result.status, error=result.error, retry_at=retry_at)
+
+
+def retry_after(value: str | None, now: float | None = None) -> float | None:
+    """``Retry-After`` (RFC 9110 §10.2.3) in seconds: a number, or an HTTP date."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - (time.time() if now is None else now), 0.0)
+
+
+# --- sending --------------------------------------------------------------------------------
+
+
+def _netloc(address: Address, port: int) -> str:
+    host = f"[{address}]" if isinstance(address, ipaddress.IPv6Address) else str(address)
+    return f"{host}:{port}"
+
+
+def _host_header(destination: Destination) -> str:
+    host = destination.host
+    if ":" in host:  # an IPv6 literal
+        host = f"[{host}]"
+    default = 443 if destination.scheme == "https" else 80
+    return host if destination.port == default else f"{host}:{destination.port}"
+
+
+def _headers(due: OwedDelivery) -> dict[str, str]:
+    headers = {
+        "Content-Type": CONTENT_TYPE,
+        "User-Agent": f"a2a-endpoint/{__version__}",
+        # For receivers to dedupe (at least once) and order (per config, seq grows).
+        "X-A2A-Task-Id": due.task_id,
+        "X-A2A-Event-Seq": str(due.seq),
+        "X-A2A-Push-Config-Id": due.config_id,
+        "X-A2A-Delivery-Attempt": str(due.attempts + 1),
+    }
+    if due.auth_scheme:
+        headers["Authorization"] = f"{due.auth_scheme} {due.auth_credentials}".rstrip()
+    if due.token:
+        headers["X-A2A-Notification-Token"] = due.token
+    return headers
+
+
+def _redacted(text: str, due: OwedDelivery) -> str:
+    """``text`` (a webhook's answer) with the config's secrets masked, if it echoed them."""
+    for secret in (due.auth_credentials, due.token):
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+def _read_answer(response: httpx.Response, deadline: float) -> str:
+    """At most MAX_ANSWER_BYTES of the body, while the total deadline lasts."""
+    read = bytearray()
+    for chunk in response.iter_raw():
+        read.extend(chunk)
+        if len(read) >= MAX_ANSWER_BYTES or time.monotonic() > deadline:
+            break
+    return bytes(read[:MAX_ANSWER_BYTES]).decode("utf-8", "replace")
+
+
+def _classify(response: httpx.Response, answer: str, due: OwedDelivery) -> _Result:
+    status = response.status_code
+    if 200 <= status < 300:
+        return _Result(delivered=True, status=status)
+    detail = " ".join(_redacted(answer, due).split())[:200]
+    error = f"HTTP {status}" + (f": {detail}" if detail else "")
+    if 300 <= status < 400:
+        where = response.headers.get("location", "")
+        return _Result(status=status, error=f"HTTP {status}: redirects are not followed ({where})")
+    transient = status in RETRYABLE_STATUS or status >= 500
+    wait = retry_after(response.headers.get("retry-after")) if transient else None
+    return _Result(transient=transient, status=status, error=error, retry_after=wait)
+
+
+def _post(client: httpx.Client, due: OwedDelivery, destination: Destination) -> _Result:
+    """POST the event to the checked addresses in turn (the next on a refused connection)."""
+    body = msgspec.json.encode(due.payload)
+    headers = {**_headers(due), "Host": _host_header(destination)}
+    parts = urlsplit(destination.url)
+    total = float(app_settings.PUSH_TIMEOUT)
+    timeout = httpx.Timeout(total, connect=float(app_settings.PUSH_CONNECT_TIMEOUT))
+    # TLS is checked against the URL's host, not the address connected to.
+    extensions = {"sni_hostname": destination.host} if destination.scheme == "https" else {}
+    error = "no address to connect to"
+    for address in destination.addresses:
+        url = urlunsplit(
+            (parts.scheme, _netloc(address, destination.port), parts.path or "/", parts.query, "")
+        )
+        deadline = time.monotonic() + total
+        try:
+            with client.stream(
+                "POST", url, content=body, headers=headers, timeout=timeout, extensions=extensions
+            ) as response:
+                answer = _read_answer(response, deadline)
+        except httpx.ConnectError as exc:
+            error = f"cannot connect to {address}: {exc}"
+            continue
+        except httpx.TransportError as exc:
+            return _Result(transient=True, error=f"{type(exc).__name__}: {exc}"[:300])
+        return _classify(response, answer, due)
+    return _Result(transient=True, error=error[:300])
+
+
+def send(client: httpx.Client, due: OwedDelivery) -> _Result:
+    """One try of ``due``: the URL checked again (DNS may have changed), then the POST."""
+    if due.payload is None:
+        return _Result(error="the event is no longer stored", tried=False)
+    try:
+        destination = check_url(due.url, **webhook_policy())  # type: ignore[arg-type]
+    except RefusedURL as exc:
+        return _Result(transient=exc.transient, error=f"refused: {exc.reason}", tried=False)
+    return _post(client, due, destination)
+
+
+# --- draining -------------------------------------------------------------------------------
+
+
+def _drain(store: TaskStore, config_pk: int, client: httpx.Client) -> float | None:
+    """Send the config's due events in order while holding its lease; seconds until the
+    next one is due, or None when nothing is left."""
+    while (due := store.next_owed_delivery(config_pk)) is not None:
+        now = timezone.now()
+        if due.next_attempt_at > now:
+            return (due.next_attempt_at - now).total_seconds()
+        if due.give_up_at <= now:
+            store.record_push_attempt(
+                due.pk, Attempt(DEAD, error="gave up: PUSH_MAX_AGE reached"), tried=False
+            )
+            continue
+        store.lease_push_config(config_pk, lease_seconds(), renew=True)
+        result = send(client, due)
+        attempt = weigh(due, result, timezone.now())
+        store.record_push_attempt(due.pk, attempt, tried=result.tried)
+        _log(due, attempt)
+    return None
+
+
+def _log(due: OwedDelivery, attempt: Attempt) -> None:
+    if attempt.state == DELIVERED:
+        logger.debug(
+            "Delivered event %s of task %s to config %r", due.seq, due.task_id, due.config_id
+        )
+    elif attempt.state == DEAD:
+        logger.warning(
+            "Push delivery of event %s of task %s to config %r dead-lettered: %s",
+            due.seq,
+            due.task_id,
+            due.config_id,
+            attempt.error,
+        )
+    else:
+        logger.info(
+            "Push delivery of event %s of task %s to config %r failed (%s); retry at %s",
+            due.seq,
+            due.task_id,
+            due.config_id,
+            attempt.error,
+            attempt.retry_at,
+        )
+
+
+def deliver_config(store: TaskStore, config_pk: int) -> float | None:
+    """Send what one config is owed, unless another sender holds it; seconds until a retry
+    is due (the caller schedules it), or None."""
+    while store.lease_push_config(config_pk, lease_seconds()):
+        try:
+            with httpx.Client(follow_redirects=False, trust_env=False) as client:
+                wait = _drain(store, config_pk, client)
+        finally:
+            store.release_push_config(config_pk)
+        if wait is not None:
+            return wait
+        # An event owed after the last look but before the release found the lease taken:
+        # its sender gave up on it, so look once more.
+        due = store.next_owed_delivery(config_pk)
+        if due is None:
+            return None
+    return None
+
+
+def deliver_task(store: TaskStore, task_id: str) -> float | None:
+    """Send what every webhook of ``task_id`` is owed; seconds until the first retry is
+    due, or None."""
+    waits = [
+        wait
+        for config_pk in store.push_configs_owed(task_id)
+        if (wait := deliver_config(store, config_pk)) is not None
+    ]
+    return min(waits, default=None)
