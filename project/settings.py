@@ -292,6 +292,11 @@ def _a2a_overrides() -> dict[str, Any]:
         "A2A_LOST_JOB_POLICY": ("LOST_JOB_POLICY", str),
         "A2A_LOST_JOB_MAX_RETRIES": ("LOST_JOB_MAX_RETRIES", int),
         "A2A_SSE_KEEPALIVE": ("SSE_KEEPALIVE", float),
+        "A2A_PUSH_TIMEOUT": ("PUSH_TIMEOUT", float),
+        "A2A_PUSH_CONNECT_TIMEOUT": ("PUSH_CONNECT_TIMEOUT", float),
+        "A2A_PUSH_RETRY_DELAY": ("PUSH_RETRY_DELAY", float),
+        "A2A_PUSH_MAX_ATTEMPTS": ("PUSH_MAX_ATTEMPTS", int),
+        "A2A_PUSH_SWEEP_INTERVAL": ("PUSH_SWEEP_INTERVAL", float),
     }
     overrides = {
         key: _env_value(name, 0, kind)
@@ -330,6 +335,12 @@ A2A_ENDPOINT = {
         else "rest_framework.permissions.IsAuthenticated"
     ],
     # GetExtendedAgentCard: what signed-in callers see beyond the public card.
+    # Push notifications: webhooks must be public https URLs, except while DEBUG is on, when
+    # the demo webhook receiver (manage.py a2a_webhook_receiver, on http://127.0.0.1) can
+    # be used. A2A_PUSH_ALLOW_HTTP / A2A_PUSH_ALLOW_PRIVATE_NETWORKS=1/0 decide explicitly
+    # (the TCK's webhook is http on loopback too).
+    "PUSH_ALLOW_HTTP": _env_bool("A2A_PUSH_ALLOW_HTTP", DEBUG),
+    "PUSH_ALLOW_PRIVATE_NETWORKS": _env_bool("A2A_PUSH_ALLOW_PRIVATE_NETWORKS", DEBUG),
     "EXTENDED_CARD": {
         "description": (
             "Demo agents served by the a2a_endpoint sample project, as seen by a signed-in "
