@@ -338,6 +338,10 @@ def test_every_method_through_a_daphne_whose_database_is_unreachable_is_a_jsonrp
         ("ListTasks", {}),
         ("CancelTask", {"id": task_id}),
         ("SubscribeToTask", {"id": task_id}),
+        ("CreateTaskPushNotificationConfig", {"taskId": task_id, "url": "https://93.184.215.14/"}),
+        ("GetTaskPushNotificationConfig", {"taskId": task_id, "id": "c"}),
+        ("ListTaskPushNotificationConfigs", {"taskId": task_id}),
+        ("DeleteTaskPushNotificationConfig", {"taskId": task_id, "id": "c"}),
     ]
     # No connection pool: with one, each request waits for its 10 s timeout first.
     daphne = web(

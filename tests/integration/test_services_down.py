@@ -284,3 +284,44 @@ async def test_the_sweep_with_the_broker_still_down_keeps_the_job_owed(redis_url
         await sync_to_async(celery_backend.recover_lost_jobs)()
     row = await models.Task.objects.aget(pk=task_id)
     assert (row.handoff_deadline, row.handoffs) == (past, 0)  # due at the next sweep
+
+
+def queued(redis_url: str, prefix: str) -> list[tuple[str, str]]:
+    """(Celery task name, first argument) of every message waiting in the default queue."""
+    with redis.Redis.from_url(redis_url) as client:
+        raw = client.lrange(f"{prefix}{DEFAULT_QUEUE}", 0, -1)
+    jobs = [msgspec.json.decode(item) for item in raw]
+    return [(job["headers"]["task"], msgspec.json.decode(_body(job))[0][0]) for job in jobs]
+
+
+async def test_an_event_owed_to_a_webhook_with_the_broker_down_is_delivered_later(
+    rpc, redis_url, broker_prefix
+):
+    from asgiref.sync import sync_to_async
+
+    from a2a_endpoint.testing import WebhookReceiver
+
+    task_id = await stored(state=TaskState.INPUT_REQUIRED, history=2)
+    push = {"PUSH_ALLOW_HTTP": True, "PUSH_ALLOW_PRIVATE_NETWORKS": True}
+    with WebhookReceiver() as receiver:
+        with a2a(EXECUTION_BACKEND="celery", **push), celery_broker(dead_redis()):
+            await rpc.result(
+                "CreateTaskPushNotificationConfig", {"taskId": task_id, "url": receiver.url()}
+            )
+            answer = await rpc.result("SendMessage", send("Ada", blocking=False, taskId=task_id))
+        assert answer["task"]["status"]["state"] == "TASK_STATE_WORKING"  # answered, stored
+        owed = models.PushDelivery.objects.filter(task_id=task_id)
+        assert [row.state async for row in owed] == ["pending"]
+
+        with a2a(EXECUTION_BACKEND="celery", **push), celery_broker(redis_url, broker_prefix):
+            # Not overdue yet: its wake-up may still be on its way to a worker.
+            assert await sync_to_async(celery_backend.sweep_push_deliveries)() == []
+            long_ago = timezone.now() - timedelta(minutes=5)
+            await owed.aupdate(next_attempt_at=long_ago)
+            assert await sync_to_async(celery_backend.sweep_push_deliveries)() == [task_id]
+            assert queued(redis_url, broker_prefix) == [(celery_backend.PUSH, task_id)]
+            # What a worker taking that message does:
+            await sync_to_async(celery_backend.deliver_push_notifications.run)(task_id)
+        [delivered] = receiver.wait_for(1)
+    assert delivered.task_id == task_id
+    assert [row.state async for row in owed] == ["delivered"]
