@@ -179,6 +179,22 @@ def _access_problems() -> list[Error | Warning]:
     return problems
 
 
+def _push_warnings(user: dict[str, Any]) -> list[Warning]:
+    """W012: push webhooks that may reach the server's own network, with DEBUG off."""
+    loosened = [key for key in ("PUSH_ALLOW_HTTP", "PUSH_ALLOW_PRIVATE_NETWORKS") if user.get(key)]
+    if not loosened or settings.DEBUG or not user.get("PUSH_NOTIFICATIONS", True):
+        return []
+    return [
+        Warning(
+            f"{SETTING_NAME}: {' and '.join(loosened)} on with DEBUG off: clients can make "
+            "this server POST to plain-http or internal addresses (SSRF guard loosened).",
+            hint="Turn them off in production, or use PUSH_ALLOWED_HOSTS to name the "
+            "internal receivers that are meant to be reached (docs/push.md).",
+            id="a2a_endpoint.W012",
+        )
+    ]
+
+
 @register(Tags.compatibility)
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Error | Warning]:
     user = getattr(settings, SETTING_NAME, None)
@@ -213,6 +229,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Error | Warni
     problems += _extension_errors(user.get("EXTENSIONS") or [])
     problems += _celery_errors(user)
     problems += _access_problems()
+    problems += _push_warnings(user)
     if not any(isinstance(p, Error) for p in problems):
         problems += _card_errors()
     if not settings.USE_TZ:

@@ -245,3 +245,14 @@ def test_authentication_class_the_card_cannot_describe_is_w011():
         "securitySchemes": {"basic": {"httpAuthSecurityScheme": {"scheme": "Basic"}}},
     }
     assert access_problems(AUTHENTICATION_CLASSES=classes, CARD=card) == []
+
+
+def test_a_loosened_ssrf_guard_with_debug_off_is_w012():
+    with override_settings(DEBUG=False):
+        [problem] = access_problems(PUSH_ALLOW_PRIVATE_NETWORKS=True, PUSH_ALLOW_HTTP=True)
+        assert (problem.id, problem.level) == ("a2a_endpoint.W012", WARNING)
+        assert "PUSH_ALLOW_HTTP and PUSH_ALLOW_PRIVATE_NETWORKS" in problem.msg
+        assert access_problems(PUSH_ALLOW_HTTP=True, PUSH_NOTIFICATIONS=False) == []
+        assert access_problems() == []
+    with override_settings(DEBUG=True):
+        assert access_problems(PUSH_ALLOW_PRIVATE_NETWORKS=True) == []

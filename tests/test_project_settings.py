@@ -254,7 +254,19 @@ def test_no_override_keeps_the_app_defaults() -> None:
         "EVENT_BUS",
         "PERMISSION_CLASSES",
         "EXTENDED_CARD",
+        "PUSH_ALLOW_HTTP",
+        "PUSH_ALLOW_PRIVATE_NETWORKS",
     }
+    # The demo's webhook receiver is http on loopback: allowed while DEBUG is on (the default).
+    assert (a2a["PUSH_ALLOW_HTTP"], a2a["PUSH_ALLOW_PRIVATE_NETWORKS"]) == (True, True)
+
+
+def test_with_debug_off_push_webhooks_must_be_public_https() -> None:
+    env = clean_env(DJANGO_DEBUG="0", DJANGO_SECRET_KEY="x" * 50)
+    a2a = project_settings(env)["A2A_ENDPOINT"]
+    assert (a2a["PUSH_ALLOW_HTTP"], a2a["PUSH_ALLOW_PRIVATE_NETWORKS"]) == (False, False)
+    env = clean_env(DJANGO_DEBUG="0", DJANGO_SECRET_KEY="x" * 50, A2A_PUSH_ALLOW_HTTP="1")
+    assert project_settings(env)["A2A_ENDPOINT"]["PUSH_ALLOW_HTTP"] is True
 
 
 @pytest.mark.parametrize(
