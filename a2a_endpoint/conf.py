@@ -93,6 +93,9 @@ DEFAULTS: dict[str, Any] = {
     # Exponential backoff between tries (with jitter): first delay, and the largest one.
     "PUSH_RETRY_DELAY": 1.0,
     "PUSH_RETRY_MAX_DELAY": 600.0,
+    # Celery queue of push deliveries (None: CELERY_QUEUE's): workers of their own keep slow
+    # webhooks from delaying agent jobs, and agent jobs from delaying deliveries.
+    "PUSH_CELERY_QUEUE": None,
     # Inline backend: seconds between sweeps for deliveries whose sender was lost (a restart);
     # 0: no sweep. Celery workers sweep with their lost-job sweeper.
     "PUSH_SWEEP_INTERVAL": 30.0,

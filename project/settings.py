@@ -212,6 +212,8 @@ LOGGING = {
     "loggers": {
         "a2a_endpoint": {"handlers": ["console"], "level": "INFO", "propagate": False},
         "project": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        # httpx logs every request at INFO: a line per push delivery (the sender logs failures).
+        "httpx": {"level": "WARNING"},
     },
 }
 

@@ -156,7 +156,9 @@ def _enqueue(task_id: str) -> None:
 
 
 def _enqueue_push(task_id: str, countdown: float | None = None) -> None:
-    deliver_push_notifications.apply_async(args=[task_id], countdown=countdown, **_queue())
+    queue = app_settings.PUSH_CELERY_QUEUE
+    options = {"queue": queue} if queue else _queue()
+    deliver_push_notifications.apply_async(args=[task_id], countdown=countdown, **options)
 
 
 @shared_task(name=PUSH, acks_late=True, reject_on_worker_lost=True, ignore_result=True)

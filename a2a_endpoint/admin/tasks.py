@@ -1,71 +1,29 @@
-"""Django admin for tasks: read-only views of a task, its history, artifacts and events.
-
-Tasks change only through the A2A service, so nothing here edits them; the one write is the
-"Cancel selected tasks" action, which goes through the same service call as CancelTask.
-"""
+"""The task admin: browse tasks (filters, search), inspect one (history, artifacts, events,
+webhooks and deliveries), cancel some through the service."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.contrib import admin, messages
+from django.contrib.admin.options import InlineModelAdmin
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
-from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from a2a_endpoint import models, types
+from a2a_endpoint.admin.common import (
+    LISTED_IDS,
+    ReadOnlyInline,
+    _json_preview,
+    parts_text,
+)
+from a2a_endpoint.admin.push import PushConfigInline, deliveries_table
 from a2a_endpoint.errors import TaskNotCancelableError, TaskNotFoundError
 from a2a_endpoint.service import get_request_handler
-
-PAYLOAD_PREVIEW_CHARS = 2000
-LISTED_IDS = 5
-
-
-def _part_text(part: dict[str, Any]) -> str:
-    if "text" in part:
-        return str(part["text"])
-    name = part.get("filename") or part.get("mediaType") or "file"
-    if "url" in part:
-        return f"[{name}: {part['url']}]"
-    if "raw" in part:  # base64 in ProtoJSON: about 3 bytes per 4 characters
-        return f"[{name}: {len(part['raw']) * 3 // 4} bytes]"
-    if "data" in part:
-        return f"[data: {json.dumps(part['data'], ensure_ascii=False)}]"
-    return "[empty part]"
-
-
-def parts_text(parts: list[dict[str, Any]] | None) -> str:
-    """ProtoJSON parts as text: text parts as they are, files and data as a short label."""
-    return "\n".join(_part_text(part) for part in parts or [])
-
-
-def _json_preview(value: Any) -> SafeString:
-    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
-    if len(text) > PAYLOAD_PREVIEW_CHARS:
-        text = text[:PAYLOAD_PREVIEW_CHARS] + "…"
-    return format_html('<code style="white-space: pre-wrap">{}</code>', text)
-
-
-class ReadOnlyInline(admin.TabularInline):
-    """An inline that only shows rows: no add, change or delete."""
-
-    extra = 0
-    max_num = 0
-    can_delete = False
-
-    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return False
 
 
 class MessageInline(ReadOnlyInline):
@@ -80,7 +38,13 @@ class MessageInline(ReadOnlyInline):
 
 class ArtifactInline(ReadOnlyInline):
     model = models.Artifact
-    fields = readonly_fields = ["position", "artifact_id", "name", "complete", "content"]
+    fields = readonly_fields = [
+        "position",
+        "artifact_id",
+        "name",
+        "complete",
+        "content",
+    ]
 
     @admin.display(description=_("parts"))
     def content(self, obj: models.Artifact) -> str:
@@ -130,16 +94,40 @@ class TaskAdmin(admin.ModelAdmin):
         "history_size",
         "created_at",
         "updated_at",
+        "recent_push_deliveries",
     ]
-    inlines = [MessageInline, ArtifactInline, TaskEventInline]
+    inlines = [MessageInline, ArtifactInline, TaskEventInline, PushConfigInline]
     actions = ["cancel_tasks"]
 
     @admin.display(description=_("status message"))
     def status_text(self, obj: models.Task) -> str:
         return parts_text((obj.status_message or {}).get("parts"))
 
+    @admin.display(description=_("push deliveries"))
+    def recent_push_deliveries(self, obj: models.Task) -> SafeString:
+        return deliveries_table(obj)
+
+    def get_inlines(self, request: HttpRequest, obj: Model | None) -> list[type[InlineModelAdmin]]:
+        # The webhooks only on a task that has some: most tasks have none.
+        if obj is None or not models.PushNotificationConfig.objects.filter(task_id=obj.pk).exists():
+            return [inline for inline in self.inlines if inline is not PushConfigInline]
+        return list(self.inlines)
+
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # tasks are created by SendMessage only
+
+    def get_deleted_objects(
+        self, objs: Any, request: HttpRequest
+    ) -> tuple[list[Any], dict[Any, int], set[Any], list[Any]]:
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        # A task's webhooks and deliveries go with it: their admins are read-only (none is
+        # deleted on its own), which must not keep the task from being deleted.
+        cascaded = {
+            str(model._meta.verbose_name)
+            for model in (models.PushNotificationConfig, models.PushDelivery)
+        }
+        perms_needed = {name for name in perms_needed if str(name) not in cascaded}
+        return deleted, counts, perms_needed, protected
 
     def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False  # the change page is a read-only view (delete stays for cleanup)
