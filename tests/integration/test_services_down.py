@@ -328,9 +328,11 @@ async def test_an_event_owed_to_a_webhook_with_the_broker_down_is_delivered_late
 
 
 def test_push_deliveries_go_to_their_own_queue_when_one_is_named(redis_url, broker_prefix):
-    with a2a(EXECUTION_BACKEND="celery", PUSH_CELERY_QUEUE="a2a-push"):
-        with celery_broker(redis_url, broker_prefix):
-            celery_backend._enqueue_push("t-1")
+    with (
+        a2a(EXECUTION_BACKEND="celery", PUSH_CELERY_QUEUE="a2a-push"),
+        celery_broker(redis_url, broker_prefix),
+    ):
+        celery_backend._enqueue_push("t-1")
     with redis.Redis.from_url(redis_url) as client:
         [raw] = client.lrange(f"{broker_prefix}a2a-push", 0, -1)
         assert client.llen(f"{broker_prefix}{DEFAULT_QUEUE}") == 0
