@@ -42,6 +42,7 @@ from typing import Any
 import psycopg
 
 from bench.servers import (
+    ManagedProcess,
     Services,
     Target,
     add_service_arguments,
@@ -57,6 +58,8 @@ INPUT_REQUIRED = "TASK_STATE_INPUT_REQUIRED"
 #: The issue's targets: median lag, and nothing lost or sent twice to a receiver answering 200.
 TARGET_P50_MS = 50.0
 PUSH_ENV = {"A2A_PUSH_ALLOW_HTTP": "1", "A2A_PUSH_ALLOW_PRIVATE_NETWORKS": "1"}
+#: --push-worker: the queue of push deliveries, and of their worker.
+PUSH_QUEUE = "a2a-push"
 #: How often the database is read again while waiting for deliveries.
 POLL_SECONDS = 0.2
 #: At most this long for the outbox's last rows to be marked delivered before reading them.
@@ -413,17 +416,44 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--timeout", type=float, default=120.0, help="seconds to wait for deliveries after sending"
     )
+    parser.add_argument(
+        "--push-worker",
+        action="store_true",
+        help=f"deliveries on a queue of their own ({PUSH_QUEUE}), with a worker of their own",
+    )
     add_service_arguments(parser)
     parser.add_argument("--output", type=Path, default=RESULTS_DIR, help="results directory")
     return parser.parse_args(argv)
+
+
+def push_worker(agent_worker: ManagedProcess) -> ManagedProcess:
+    """A second worker, one process, consuming only the push queue (PUSH_CELERY_QUEUE), as
+    docs/settings.md suggests: deliveries never wait behind agent jobs."""
+    command = list(agent_worker.command)
+    name = command.index("-n")
+    command[name + 1] = "push-" + command[name + 1]
+    command[command.index("-c") + 1] = "1"
+    command += ["-Q", PUSH_QUEUE]
+    worker = ManagedProcess(
+        "celery-push",
+        command,
+        env=dict(agent_worker.env),
+        log_dir=agent_worker.log_path.parent,
+        startup_timeout=60,
+    )
+    worker.ready = lambda: " ready." in worker.log_text(limit=1_000_000)
+    return worker
 
 
 def run(args: argparse.Namespace, workdir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     services = Services(args.postgres_url, args.redis_url)
     try:
         target = build_target("ours-prod", services, workdir)
+        extra = {"A2A_PUSH_CELERY_QUEUE": PUSH_QUEUE} if args.push_worker else {}
         for process in [target.web, *target.helpers]:
-            process.env.update(PUSH_ENV)
+            process.env.update({**PUSH_ENV, **extra})
+        if args.push_worker:
+            target.helpers.append(push_worker(target.helpers[0]))
         with Receiver() as receiver, started([target]):
             client = Client(target.port)
             sent = Sent()

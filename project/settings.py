@@ -299,6 +299,7 @@ def _a2a_overrides() -> dict[str, Any]:
         "A2A_PUSH_RETRY_DELAY": ("PUSH_RETRY_DELAY", float),
         "A2A_PUSH_MAX_ATTEMPTS": ("PUSH_MAX_ATTEMPTS", int),
         "A2A_PUSH_SWEEP_INTERVAL": ("PUSH_SWEEP_INTERVAL", float),
+        "A2A_PUSH_CELERY_QUEUE": ("PUSH_CELERY_QUEUE", str),
     }
     overrides = {
         key: _env_value(name, 0, kind)

@@ -186,7 +186,7 @@ def _classify(response: httpx.Response, answer: str, due: OwedDelivery) -> _Resu
 
 def _post(client: httpx.Client, due: OwedDelivery, destination: Destination) -> _Result:
     """POST the event to the checked addresses in turn (the next on a refused connection)."""
-    body = msgspec.json.encode(due.payload)
+    body = due.body
     headers = {**_headers(due), "Host": _host_header(destination)}
     parts = urlsplit(destination.url)
     total = float(app_settings.PUSH_TIMEOUT)
@@ -215,7 +215,7 @@ def _post(client: httpx.Client, due: OwedDelivery, destination: Destination) -> 
 
 def send(client: httpx.Client, due: OwedDelivery) -> _Result:
     """One try of ``due``: the URL checked again (DNS may have changed), then the POST."""
-    if due.payload is None:
+    if due.body is None:
         return _Result(error="the event is no longer stored", tried=False)
     try:
         destination = check_url(due.url, **webhook_policy())  # type: ignore[arg-type]
@@ -227,9 +227,13 @@ def send(client: httpx.Client, due: OwedDelivery) -> _Result:
 # --- draining -------------------------------------------------------------------------------
 
 
-def _drain(store: TaskStore, config_pk: int, client: httpx.Client) -> float | None:
+def _drain(
+    store: TaskStore, config_pk: int, client: httpx.Client, leased_at: float
+) -> float | None:
     """Send the config's due events in order while holding its lease; seconds until the
     next one is due, or None when nothing is left."""
+    lease = lease_seconds()
+    renew_at = leased_at + lease / 2
     while (due := store.next_owed_delivery(config_pk)) is not None:
         now = timezone.now()
         if due.next_attempt_at > now:
@@ -239,7 +243,9 @@ def _drain(store: TaskStore, config_pk: int, client: httpx.Client) -> float | No
                 due.pk, Attempt(DEAD, error="gave up: PUSH_MAX_AGE reached"), tried=False
             )
             continue
-        store.lease_push_config(config_pk, lease_seconds(), renew=True)
+        if time.monotonic() >= renew_at:  # less than half the lease left: a try may need all
+            store.lease_push_config(config_pk, lease, renew=True)
+            renew_at = time.monotonic() + lease / 2
         result = send(client, due)
         attempt = weigh(due, result, timezone.now())
         store.record_push_attempt(due.pk, attempt, tried=result.tried)
@@ -281,33 +287,36 @@ def _tls() -> ssl.SSLContext:
     return ssl.create_default_context(cafile=certifi.where())
 
 
-def deliver_config(store: TaskStore, config_pk: int) -> float | None:
-    """Send what one config is owed, unless another sender holds it; seconds until a retry
-    is due (the caller schedules it), or None."""
-    while store.lease_push_config(config_pk, lease_seconds()):
-        try:
-            # A client per config: its pooled connections (keyed by the address connected
-            # to) only ever carry this config's host name.
-            with httpx.Client(follow_redirects=False, trust_env=False, verify=_tls()) as client:
-                wait = _drain(store, config_pk, client)
-        finally:
-            store.release_push_config(config_pk)
+def _deliver_leased(store: TaskStore, config_pk: int, leased_at: float) -> float | None:
+    """Send what a config this sender leased is owed, then release it; seconds until a
+    retry is due (the caller schedules it), or None."""
+    while True:
+        # A client per config: its pooled connections (keyed by the address connected to)
+        # only ever carry this config's host name.
+        with httpx.Client(follow_redirects=False, trust_env=False, verify=_tls()) as client:
+            wait = _drain(store, config_pk, client, leased_at)
         if wait is not None:
+            store.release_push_config(config_pk)
             return wait
-        # An event owed after the last look but before the release found the lease taken:
-        # its sender gave up on it, so look once more.
-        due = store.next_owed_delivery(config_pk)
-        if due is None:
+        # Released unless an event was owed since the last look: its wake-up found the
+        # lease taken and left it to this sender, which goes on.
+        if store.release_push_config(config_pk, unless_owed=True):
             return None
-    return None
 
 
 def deliver_task(store: TaskStore, task_id: str) -> float | None:
-    """Send what every webhook of ``task_id`` is owed; seconds until the first retry is
-    due, or None."""
-    waits = [
-        wait
-        for config_pk in store.push_configs_owed(task_id)
-        if (wait := deliver_config(store, config_pk)) is not None
-    ]
+    """Send what every webhook of ``task_id`` is owed, unless another sender holds it;
+    seconds until the first retry is due, or None."""
+    leased_at = time.monotonic()
+    leased = store.lease_owed_push_configs(task_id, lease_seconds())
+    waits: list[float] = []
+    try:
+        while leased:
+            wait = _deliver_leased(store, leased[0], leased_at)
+            leased.pop(0)
+            if wait is not None:
+                waits.append(wait)
+    finally:
+        for config_pk in leased:  # a failure: the others' leases need not lapse first
+            store.release_push_config(config_pk)
     return min(waits, default=None)

@@ -4,11 +4,14 @@ transaction (a transactional outbox: an event is owed to every webhook once it c
 
 from __future__ import annotations
 
+import functools
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django.db import connection
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from a2a_endpoint import models, types
 from a2a_endpoint.conf import app_settings
@@ -81,3 +84,104 @@ def owe_deliveries(task: models.Task) -> int:
             [task.seq, models.PushDelivery.PENDING, at(now), at(give_up), at(now), task_pk],
         )
         return max(cursor.rowcount, 0)
+
+
+# --- the sender's statements (store.pushes): written out, as a delivery is a handful of them
+# and the ORM's building of each cost more than running it (bench.push).
+
+
+def _tables() -> tuple[str, str, str]:
+    quote = connection.ops.quote_name
+    return (
+        quote(models.PushDelivery._meta.db_table),
+        quote(models.PushNotificationConfig._meta.db_table),
+        quote(models.TaskEvent._meta.db_table),
+    )
+
+
+@functools.cache
+def _next_sql(vendor: str) -> str:
+    """The config's pending delivery of the lowest event number, with its config and its
+    event's payload as JSON text (sent as it is). Parameters: state, config pk."""
+    delivery, config, event = _tables()
+    payload = "e.payload::text" if vendor == "postgresql" else "e.payload"
+    return (
+        f"SELECT d.id, d.task_id, d.seq, d.attempts, d.next_attempt_at, d.give_up_at,"
+        f" c.config_id, c.url, c.token, c.auth_scheme, c.auth_credentials, {payload}"
+        f" FROM {delivery} d JOIN {config} c ON c.id = d.config_id"
+        f" LEFT JOIN {event} e ON e.task_id = d.task_id AND e.seq = d.seq"
+        " WHERE d.state = %s AND d.config_id = %s ORDER BY d.seq LIMIT 1"
+    )
+
+
+def next_owed_row(config_pk: int) -> tuple[Any, ...] | None:
+    """The row of ``_next_sql`` with its uuid and times as Python values, or None."""
+    with connection.cursor() as cursor:
+        cursor.execute(_next_sql(connection.vendor), [models.PushDelivery.PENDING, config_pk])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    pk, task_id, seq, attempts, next_at, give_up, *rest = row
+    return (pk, str(_uuid(task_id)), seq, attempts, _aware(next_at), _aware(give_up), *rest)
+
+
+def lease_owed_configs(task_pk: uuid.UUID, until: datetime, now: datetime) -> list[int]:
+    """Lease every free config of the task that is owed an event; their pks. One statement
+    (where a look for owed configs, then a lease per config, took one each)."""
+    delivery, config, _event = _tables()
+    at = connection.ops.adapt_datetimefield_value
+    task = models.Task._meta.pk.get_db_prep_value(task_pk, connection)  # type: ignore[union-attr]
+    sql = (
+        f"UPDATE {config} SET sending_until = %s WHERE task_id = %s"
+        " AND (sending_until IS NULL OR sending_until < %s)"
+        f" AND EXISTS (SELECT 1 FROM {delivery} d WHERE d.config_id = {config}.id"
+        " AND d.state = %s) RETURNING id"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [at(until), task, at(now), models.PushDelivery.PENDING])
+        return sorted(row[0] for row in cursor.fetchall())
+
+
+def release_config(config_pk: int, idle_at: datetime | None) -> bool:
+    """End the config's sender lease; with ``idle_at``, only if no delivery is due by then
+    (one owed since the sender's last look keeps it: the sender goes on). Released or not."""
+    delivery, config, _event = _tables()
+    sql = f"UPDATE {config} SET sending_until = NULL WHERE id = %s"
+    params: list[Any] = [config_pk]
+    if idle_at is not None:
+        sql += (
+            f" AND NOT EXISTS (SELECT 1 FROM {delivery} d WHERE d.config_id = %s"
+            " AND d.state = %s AND d.next_attempt_at <= %s)"
+        )
+        at = connection.ops.adapt_datetimefield_value
+        params += [config_pk, models.PushDelivery.PENDING, at(idle_at)]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount == 1
+
+
+def lease_config(config_pk: int, until: datetime, now: datetime | None) -> bool:
+    """Set the config's sender lease to ``until``: only if it is free (lapsed before
+    ``now``), or whatever it is when ``now`` is None (a renewal, or a release with None)."""
+    _delivery, config, _event = _tables()
+    at = connection.ops.adapt_datetimefield_value
+    sql = f"UPDATE {config} SET sending_until = %s WHERE id = %s"
+    params: list[Any] = [at(until), config_pk]
+    if now is not None:
+        sql += " AND (sending_until IS NULL OR sending_until < %s)"
+        params.append(at(now))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount == 1
+
+
+def _uuid(value: Any) -> uuid.UUID:
+    return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+
+
+def _aware(value: Any) -> datetime:
+    """A datetime column read by a raw cursor: SQLite gives naive UTC text."""
+    if isinstance(value, str):
+        value = parse_datetime(value)
+    assert isinstance(value, datetime)
+    return value if timezone.is_aware(value) else value.replace(tzinfo=UTC)

@@ -3,6 +3,7 @@ sender's side of the outbox (lease a config, take its next owed event, record th
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -15,7 +16,14 @@ from a2a_endpoint import models, types
 from a2a_endpoint.conf import app_settings
 from a2a_endpoint.errors import TaskNotFoundError
 from a2a_endpoint.store.cursor import _make_config_cursor, _read_config_cursor
-from a2a_endpoint.store.outbox import config_to_wire, save_push_config
+from a2a_endpoint.store.outbox import (
+    config_to_wire,
+    lease_config,
+    lease_owed_configs,
+    next_owed_row,
+    release_config,
+    save_push_config,
+)
 
 #: ListTaskPushNotificationConfigs: a page when pageSize is 0 (unset), and the largest one.
 CONFIG_PAGE_SIZE = 100
@@ -40,7 +48,7 @@ class OwedDelivery:
     token: str
     auth_scheme: str
     auth_credentials: str
-    payload: dict[str, Any] | None  # the StreamResponse; None if its event is gone
+    body: bytes | None  # the StreamResponse as JSON; None if its event is gone
 
     def __repr__(self) -> str:  # no secrets in a traceback's locals or a log line
         return f"OwedDelivery(task={self.task_id}, seq={self.seq}, config={self.config_id!r})"
@@ -108,57 +116,45 @@ class TaskPushes:
 
     # --- the sender's side (a2a_endpoint.push.sender) ---------------------------------------
 
-    def push_configs_owed(self, task_id: str) -> list[int]:
-        """The configs of ``task_id`` with an event still pending."""
-        return list(
-            _Delivery.objects.filter(task_id=task_id, state=_Delivery.PENDING)
-            .order_by("config_id")
-            .values_list("config_id", flat=True)
-            .distinct()
-        )
-
     def lease_push_config(self, config_pk: int, seconds: float, *, renew: bool = False) -> bool:
         """Take (or, ``renew``, extend) the right to send to a config: one sender at a time,
         so its events go out in order. A lease that lapsed (its sender died) is free."""
         now = timezone.now()
-        rows = models.PushNotificationConfig.objects.filter(pk=config_pk)
-        if not renew:
-            rows = rows.filter(Q(sending_until__isnull=True) | Q(sending_until__lt=now))
-        return rows.update(sending_until=now + timedelta(seconds=seconds)) == 1
+        until = now + timedelta(seconds=seconds)
+        return lease_config(config_pk, until, None if renew else now)
 
-    def release_push_config(self, config_pk: int) -> None:
-        models.PushNotificationConfig.objects.filter(pk=config_pk).update(sending_until=None)
+    def lease_owed_push_configs(self, task_id: str, seconds: float) -> list[int]:
+        """Lease every config of ``task_id`` that is owed an event and that no sender holds."""
+        now = timezone.now()
+        return lease_owed_configs(uuid.UUID(task_id), now + timedelta(seconds=seconds), now)
+
+    def release_push_config(self, config_pk: int, *, unless_owed: bool = False) -> bool:
+        """End the sender's lease; ``unless_owed``: not while an event is due to the config
+        (one owed after the sender's last look: it must go on). Whether it was released."""
+        return release_config(config_pk, timezone.now() if unless_owed else None)
 
     def next_owed_delivery(self, config_pk: int) -> OwedDelivery | None:
-        """The config's pending delivery of the lowest event number (A2A events in order)."""
-        row = (
-            _Delivery.objects.filter(config_id=config_pk, state=_Delivery.PENDING)
-            .select_related("config")
-            .order_by("seq")
-            .first()
-        )
+        """The config's pending delivery of the lowest event number (A2A events in order),
+        in one statement with its config and its event."""
+        row = next_owed_row(config_pk)
         if row is None:
             return None
-        payload = (
-            models.TaskEvent.objects.filter(task_id=row.task_id, seq=row.seq)
-            .values_list("payload", flat=True)
-            .first()
-        )
-        config = row.config
+        pk, task_id, seq, attempts, next_at, give_up, config_id, url, *secrets, payload = row
+        token, scheme, credentials = secrets
         return OwedDelivery(
-            pk=row.pk,
-            config_pk=config.pk,
-            config_id=config.config_id,
-            task_id=str(row.task_id),
-            seq=row.seq,
-            attempts=row.attempts,
-            next_attempt_at=row.next_attempt_at,
-            give_up_at=row.give_up_at,
-            url=config.url,
-            token=config.token,
-            auth_scheme=config.auth_scheme,
-            auth_credentials=config.auth_credentials,
-            payload=payload,
+            pk=pk,
+            config_pk=config_pk,
+            config_id=config_id,
+            task_id=task_id,
+            seq=seq,
+            attempts=attempts,
+            next_attempt_at=next_at,
+            give_up_at=give_up,
+            url=url,
+            token=token,
+            auth_scheme=scheme,
+            auth_credentials=credentials,
+            body=payload.encode() if isinstance(payload, str) else None,
         )
 
     def record_push_attempt(self, delivery_pk: int, attempt: Attempt, *, tried: bool) -> None:

@@ -27,7 +27,7 @@ def owed(attempts: int = 0, give_up_in: float = 3600) -> OwedDelivery:
         token="secret-token",
         auth_scheme="Bearer",
         auth_credentials="secret-credentials",
-        payload={},
+        body=b"{}",
     )
 
 
