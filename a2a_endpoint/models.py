@@ -66,6 +66,11 @@ class Task(models.Model):
         db_default=0,
         help_text=_("Times the sweeper handed the owed job again."),
     )
+    # Set for good once the task has a push config (never cleared, so it can only err towards
+    # looking): an event of a task without one skips the outbox's statement.
+    push_configured = models.BooleanField(
+        _("has had push configs"), default=False, db_default=False
+    )
     seq = models.PositiveBigIntegerField(_("last event number"), default=0)
     history_size = models.PositiveIntegerField(_("history size"), default=0)
     created_at = models.DateTimeField(_("created"), auto_now_add=True)

@@ -38,8 +38,13 @@ def config_to_wire(
 def save_push_config(
     task: models.Task, config: types.TaskPushNotificationConfig
 ) -> types.TaskPushNotificationConfig:
-    """Store ``config`` for ``task`` (locked by the caller): a new id when it has none, and
-    the config of the same id replaced (its owed deliveries go to the new URL)."""
+    """Store ``config`` for ``task`` (locked by the caller, or being inserted): a new id when
+    it has none, and the config of the same id replaced (its owed deliveries go to the new
+    URL). Marks the task ``push_configured``: its events are owed to its configs from now."""
+    if not task.push_configured:
+        task.push_configured = True
+        if not task._state.adding:
+            models.Task.objects.filter(pk=task.pk).update(push_configured=True)
     authentication = config.authentication
     row, _created = models.PushNotificationConfig.objects.update_or_create(
         task=task,
@@ -71,7 +76,7 @@ def owe_deliveries(task: models.Task) -> int:
     One statement whatever the number of configs, and a cheap one (an index lookup) for
     the many tasks that have none.
     """
-    if not app_settings.PUSH_NOTIFICATIONS:
+    if not task.push_configured or not app_settings.PUSH_NOTIFICATIONS:
         return 0
     now = timezone.now()
     give_up = now + timedelta(seconds=float(app_settings.PUSH_MAX_AGE))

@@ -86,6 +86,8 @@ class TaskWrites:
                     seq=1,
                     handoff_deadline=_handoff_deadline(now),
                 )
+                if push_config is not None:
+                    task.push_configured = True  # inserted with the row
                 _insert(task)
                 if push_config is not None:
                     save_push_config(task, push_config)
