@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import msgspec
@@ -70,3 +71,23 @@ class RpcClient:
 @pytest.fixture
 def rpc() -> RpcClient:
     return RpcClient()
+
+
+class RecordingBackend:
+    """Stands in for the execution backend: records which tasks' senders were woken."""
+
+    def __init__(self) -> None:
+        self.pushed: list[str] = []
+
+    def push(self, task_id: str) -> None:
+        self.pushed.append(task_id)
+
+
+@pytest.fixture
+def backend(monkeypatch: pytest.MonkeyPatch) -> RecordingBackend:
+    """The execution backend replaced by a :class:`RecordingBackend` (push wake-ups only)."""
+    stub = RecordingBackend()
+    # Cached like the real getter, so runtime.reset() (the fixtures' teardown, a command's
+    # end) clears it as it would the real one.
+    monkeypatch.setattr(runtime, "get_backend", functools.cache(lambda: stub))
+    return stub

@@ -3,7 +3,6 @@ config admins, the dead-letter retry action, and no secret on any page."""
 
 from __future__ import annotations
 
-import functools
 from datetime import timedelta
 
 import pytest
@@ -14,7 +13,6 @@ from django.utils import timezone
 
 from a2a_endpoint import admin as push_admin
 from a2a_endpoint import models
-from a2a_endpoint.execution import runtime
 from tests.service.builders import stored_task
 
 pytestmark = pytest.mark.django_db
@@ -71,24 +69,6 @@ def assert_no_secret(response) -> None:
     page = response.content.decode()
     assert TOKEN not in page
     assert CREDENTIALS not in page
-
-
-class RecordingBackend:
-    """Stands in for the execution backend: records which tasks' senders were woken."""
-
-    def __init__(self) -> None:
-        self.pushed: list[str] = []
-
-    def push(self, task_id: str) -> None:
-        self.pushed.append(task_id)
-
-
-@pytest.fixture
-def backend(monkeypatch) -> RecordingBackend:
-    stub = RecordingBackend()
-    # Cached like the real getter, so runtime.reset() (the fixture's teardown) still works.
-    monkeypatch.setattr(runtime, "get_backend", functools.cache(lambda: stub))
-    return stub
 
 
 # --- the task's page ----------------------------------------------------------------------

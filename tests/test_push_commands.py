@@ -3,7 +3,6 @@ backend) and ``manage.py a2a_webhook_receiver`` (run as the sample project would
 
 from __future__ import annotations
 
-import functools
 import os
 import queue
 import re
@@ -24,7 +23,6 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from a2a_endpoint import models
-from a2a_endpoint.execution import runtime
 from a2a_endpoint.management.commands.a2a_webhook_receiver import describe
 from a2a_endpoint.testing import WebhookReceiver
 from tests.service.builders import a2a_settings, stored_task
@@ -73,24 +71,6 @@ def retry(*args: str) -> tuple[str, str]:
     out, err = StringIO(), StringIO()
     call_command("a2a_push_retry", *args, stdout=out, stderr=err)
     return out.getvalue(), err.getvalue()
-
-
-class RecordingBackend:
-    """Stands in for the execution backend: records which tasks' senders were woken."""
-
-    def __init__(self) -> None:
-        self.pushed: list[str] = []
-
-    def push(self, task_id: str) -> None:
-        self.pushed.append(task_id)
-
-
-@pytest.fixture
-def backend(monkeypatch) -> RecordingBackend:
-    stub = RecordingBackend()
-    # Cached like the real getter: the command's runtime.reset() clears it as it would.
-    monkeypatch.setattr(runtime, "get_backend", functools.cache(lambda: stub))
-    return stub
 
 
 @pytest.fixture
