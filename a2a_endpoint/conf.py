@@ -83,7 +83,7 @@ DEFAULTS: dict[str, Any] = {
     "PUSH_ALLOWED_HOSTS": [],
     # Allow loopback, private, link-local ... addresses (tests, the TCK, internal receivers).
     "PUSH_ALLOW_PRIVATE_NETWORKS": False,
-    # Seconds to connect to a webhook, and for its whole answer (status and headers).
+    # Seconds to connect to a webhook, and for the whole POST (connecting to the answer's end).
     "PUSH_CONNECT_TIMEOUT": 10.0,
     "PUSH_TIMEOUT": 30.0,
     # A delivery is tried at most this many times, and for at most this many seconds after

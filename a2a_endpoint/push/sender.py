@@ -17,6 +17,7 @@ Nothing here logs a config's token or credentials, nor stores them in an error.
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import functools
 import ipaddress
@@ -160,12 +161,12 @@ def _redacted(text: str, due: OwedDelivery) -> str:
     return text
 
 
-def _read_answer(response: httpx.Response, deadline: float) -> str:
-    """At most MAX_ANSWER_BYTES of the body, while the total deadline lasts."""
+async def _read_answer(response: httpx.Response) -> str:
+    """At most MAX_ANSWER_BYTES of the body (the total deadline is the caller's)."""
     read = bytearray()
-    for chunk in response.iter_raw():
+    async for chunk in response.aiter_raw():
         read.extend(chunk)
-        if len(read) >= MAX_ANSWER_BYTES or time.monotonic() > deadline:
+        if len(read) >= MAX_ANSWER_BYTES:
             break
     return bytes(read[:MAX_ANSWER_BYTES]).decode("utf-8", "replace")
 
@@ -184,13 +185,25 @@ def _classify(response: httpx.Response, answer: str, due: OwedDelivery) -> _Resu
     return _Result(transient=transient, status=status, error=error, retry_after=wait)
 
 
-def _post(client: httpx.Client, due: OwedDelivery, destination: Destination) -> _Result:
-    """POST the event to the checked addresses in turn (the next on a refused connection)."""
-    body = due.body
+async def _post(client: httpx.AsyncClient, due: OwedDelivery, destination: Destination) -> _Result:
+    """POST the event to the checked addresses in turn (the next on a refused connection),
+    all of it within PUSH_TIMEOUT: a webhook that answers a byte at a time is cut off too."""
+    total = float(app_settings.PUSH_TIMEOUT)
+    try:
+        async with asyncio.timeout(total):
+            return await _post_to(client, due, destination)
+    except TimeoutError:
+        return _Result(transient=True, error=f"no whole answer within PUSH_TIMEOUT ({total:g} s)")
+
+
+async def _post_to(
+    client: httpx.AsyncClient, due: OwedDelivery, destination: Destination
+) -> _Result:
     headers = {**_headers(due), "Host": _host_header(destination)}
     parts = urlsplit(destination.url)
-    total = float(app_settings.PUSH_TIMEOUT)
-    timeout = httpx.Timeout(total, connect=float(app_settings.PUSH_CONNECT_TIMEOUT))
+    timeout = httpx.Timeout(
+        float(app_settings.PUSH_TIMEOUT), connect=float(app_settings.PUSH_CONNECT_TIMEOUT)
+    )
     # TLS is checked against the URL's host, not the address connected to.
     extensions = {"sni_hostname": destination.host} if destination.scheme == "https" else {}
     error = "no address to connect to"
@@ -198,12 +211,16 @@ def _post(client: httpx.Client, due: OwedDelivery, destination: Destination) -> 
         url = urlunsplit(
             (parts.scheme, _netloc(address, destination.port), parts.path or "/", parts.query, "")
         )
-        deadline = time.monotonic() + total
         try:
-            with client.stream(
-                "POST", url, content=body, headers=headers, timeout=timeout, extensions=extensions
+            async with client.stream(
+                "POST",
+                url,
+                content=due.body,
+                headers=headers,
+                timeout=timeout,
+                extensions=extensions,
             ) as response:
-                answer = _read_answer(response, deadline)
+                answer = await _read_answer(response)
         except httpx.ConnectError as exc:
             error = f"cannot connect to {address}: {exc}"
             continue
@@ -213,7 +230,26 @@ def _post(client: httpx.Client, due: OwedDelivery, destination: Destination) -> 
     return _Result(transient=True, error=error[:300])
 
 
-def send(client: httpx.Client, due: OwedDelivery) -> _Result:
+class Webhook:
+    """The HTTP client of one config's drain, on an event loop of its own (asyncio's timeout
+    is what bounds a whole POST). Its pooled connections, keyed by the address connected to,
+    only ever carry this config's host name."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._client = httpx.AsyncClient(follow_redirects=False, trust_env=False, verify=_tls())
+
+    def post(self, due: OwedDelivery, destination: Destination) -> _Result:
+        return self._loop.run_until_complete(_post(self._client, due, destination))
+
+    def close(self) -> None:
+        try:
+            self._loop.run_until_complete(self._client.aclose())
+        finally:
+            self._loop.close()
+
+
+def send(webhook: Webhook, due: OwedDelivery) -> _Result:
     """One try of ``due``: the URL checked again (DNS may have changed), then the POST."""
     if due.body is None:
         return _Result(error="the event is no longer stored", tried=False)
@@ -221,15 +257,13 @@ def send(client: httpx.Client, due: OwedDelivery) -> _Result:
         destination = check_url(due.url, **webhook_policy())  # type: ignore[arg-type]
     except RefusedURL as exc:
         return _Result(transient=exc.transient, error=f"refused: {exc.reason}", tried=False)
-    return _post(client, due, destination)
+    return webhook.post(due, destination)
 
 
 # --- draining -------------------------------------------------------------------------------
 
 
-def _drain(
-    store: TaskStore, config_pk: int, client: httpx.Client, leased_at: float
-) -> float | None:
+def _drain(store: TaskStore, config_pk: int, webhook: Webhook, leased_at: float) -> float | None:
     """Send the config's due events in order while holding its lease; seconds until the
     next one is due, or None when nothing is left."""
     lease = lease_seconds()
@@ -246,7 +280,7 @@ def _drain(
         if time.monotonic() >= renew_at:  # less than half the lease left: a try may need all
             store.lease_push_config(config_pk, lease, renew=True)
             renew_at = time.monotonic() + lease / 2
-        result = send(client, due)
+        result = send(webhook, due)
         attempt = weigh(due, result, timezone.now())
         store.record_push_attempt(due.pk, attempt, tried=result.tried)
         _log(due, attempt)
@@ -291,10 +325,11 @@ def _deliver_leased(store: TaskStore, config_pk: int, leased_at: float) -> float
     """Send what a config this sender leased is owed, then release it; seconds until a
     retry is due (the caller schedules it), or None."""
     while True:
-        # A client per config: its pooled connections (keyed by the address connected to)
-        # only ever carry this config's host name.
-        with httpx.Client(follow_redirects=False, trust_env=False, verify=_tls()) as client:
-            wait = _drain(store, config_pk, client, leased_at)
+        webhook = Webhook()
+        try:
+            wait = _drain(store, config_pk, webhook, leased_at)
+        finally:
+            webhook.close()
         if wait is not None:
             store.release_push_config(config_pk)
             return wait

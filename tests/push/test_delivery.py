@@ -309,3 +309,63 @@ async def test_no_secret_reaches_a_log_line_or_an_error(rpc, receiver, caplog):
     for secret in (TOKEN, CREDENTIALS):
         assert secret not in caplog.text
         assert all(secret not in row.last_error for row in rows)
+
+
+class DrippingWebhook:
+    """A webhook that answers its status line, then one header byte every 0.1 s (for up to
+    ``seconds``): each read gets a byte well within any read timeout, the answer never ends."""
+
+    def __init__(self, seconds: float = 15.0) -> None:
+        import socket
+
+        self.seconds = seconds
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.getsockname()[1]}/drip"
+
+    def _serve(self) -> None:
+        self.server.settimeout(0.1)
+        while not self.stop.is_set():
+            try:
+                connection, _ = self.server.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._drip, args=(connection,), daemon=True).start()
+
+    def _drip(self, connection: Any) -> None:
+        with connection:
+            connection.recv(65536)
+            connection.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+            for _ in range(int(self.seconds / 0.1)):
+                if self.stop.wait(0.1):
+                    return
+                try:
+                    connection.sendall(b"a")
+                except OSError:
+                    return
+
+    def close(self) -> None:
+        self.stop.set()
+        self.server.close()
+        self.thread.join(5)
+
+
+async def test_a_webhook_that_answers_a_byte_at_a_time_is_cut_off_at_the_total_timeout(rpc):
+    import time
+
+    dripping = DrippingWebhook()
+    try:
+        with a2a_settings(**{**FAST, "PUSH_TIMEOUT": 1.0, "PUSH_MAX_ATTEMPTS": 1}):
+            began = time.monotonic()
+            task = await send(rpc, "noop", {"url": dripping.url()})
+            rows = await settled(task["id"])
+            took = time.monotonic() - began
+    finally:
+        dripping.close()
+    assert rows[0].state == "dead"
+    assert "PUSH_TIMEOUT" in rows[0].last_error
+    assert took < 10  # the drip lasts 15 s: only the total timeout ends it sooner
