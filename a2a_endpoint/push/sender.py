@@ -278,7 +278,7 @@ def _drain(store: TaskStore, config_pk: int, webhook: Webhook, leased_at: float)
             )
             continue
         if time.monotonic() >= renew_at:  # less than half the lease left: a try may need all
-            store.lease_push_config(config_pk, lease, renew=True)
+            store.renew_push_lease(config_pk, lease)
             renew_at = time.monotonic() + lease / 2
         result = send(webhook, due)
         attempt = weigh(due, result, timezone.now())
@@ -324,19 +324,19 @@ def _tls() -> ssl.SSLContext:
 def _deliver_leased(store: TaskStore, config_pk: int, leased_at: float) -> float | None:
     """Send what a config this sender leased is owed, then release it; seconds until a
     retry is due (the caller schedules it), or None."""
-    while True:
-        webhook = Webhook()
-        try:
+    webhook = Webhook()
+    try:
+        while True:
             wait = _drain(store, config_pk, webhook, leased_at)
-        finally:
-            webhook.close()
-        if wait is not None:
-            store.release_push_config(config_pk)
-            return wait
-        # Released unless an event was owed since the last look: its wake-up found the
-        # lease taken and left it to this sender, which goes on.
-        if store.release_push_config(config_pk, unless_owed=True):
-            return None
+            if wait is not None:
+                store.release_push_config(config_pk)
+                return wait
+            # Released unless an event was owed since the last look: its wake-up found the
+            # lease taken and left it to this sender, which goes on.
+            if store.release_push_config(config_pk, unless_owed=True):
+                return None
+    finally:
+        webhook.close()
 
 
 def deliver_task(store: TaskStore, task_id: str) -> float | None:

@@ -152,7 +152,7 @@ class RequestHandler(Streams, TaskStarts):
     ) -> types.TaskPushNotificationConfig:
         _check_push()
         tenant = _tenant(params, caller)
-        if not params.task_id:
+        if not params.task_id:  # not the type's: SendMessage's config has none
             raise InvalidParamsError(field="taskId", description="taskId is required")
         return await _db(self._create_push_config)(params, caller.owner, tenant)
 
@@ -167,7 +167,6 @@ class RequestHandler(Streams, TaskStarts):
     ) -> types.TaskPushNotificationConfig:
         _check_push()
         tenant = _tenant(params, caller)
-        _require_ids(params)
         return await _db(self.store.get_push_config)(
             params.task_id, caller.owner, tenant, params.id
         )
@@ -177,8 +176,6 @@ class RequestHandler(Streams, TaskStarts):
     ) -> types.ListTaskPushNotificationConfigsResponse:
         _check_push()
         tenant = _tenant(params, caller)
-        if not params.task_id:
-            raise InvalidParamsError(field="taskId", description="taskId is required")
         if params.page_size < 0:
             raise InvalidParamsError(field="pageSize", description="pageSize must not be negative")
         return await _db(self.store.list_push_configs)(
@@ -192,7 +189,6 @@ class RequestHandler(Streams, TaskStarts):
         owed deliveries go with it. The result is ``google.protobuf.Empty``: ``{}``."""
         _check_push()
         tenant = _tenant(params, caller)
-        _require_ids(params)
         await _db(self.store.delete_push_config)(params.task_id, caller.owner, tenant, params.id)
         return {}
 
@@ -217,16 +213,6 @@ class RequestHandler(Streams, TaskStarts):
 def _check_push() -> None:
     if not app_settings.PUSH_NOTIFICATIONS:
         raise PushNotificationNotSupportedError()
-
-
-def _require_ids(
-    params: types.GetTaskPushNotificationConfigRequest
-    | types.DeleteTaskPushNotificationConfigRequest,
-) -> None:
-    if not params.task_id:
-        raise InvalidParamsError(field="taskId", description="taskId is required")
-    if not params.id:
-        raise InvalidParamsError(field="id", description="id is required")
 
 
 def get_request_handler() -> RequestHandler:

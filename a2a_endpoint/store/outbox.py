@@ -165,19 +165,14 @@ def release_config(config_pk: int, idle_at: datetime | None) -> bool:
         return cursor.rowcount == 1
 
 
-def lease_config(config_pk: int, until: datetime, now: datetime | None) -> bool:
-    """Set the config's sender lease to ``until``: only if it is free (lapsed before
-    ``now``), or whatever it is when ``now`` is None (a renewal, or a release with None)."""
+def renew_lease(config_pk: int, until: datetime) -> None:
+    """Move the config's sender lease (held by the caller) on to ``until``."""
     _delivery, config, _event = _tables()
     at = connection.ops.adapt_datetimefield_value
-    sql = f"UPDATE {config} SET sending_until = %s WHERE id = %s"
-    params: list[Any] = [at(until), config_pk]
-    if now is not None:
-        sql += " AND (sending_until IS NULL OR sending_until < %s)"
-        params.append(at(now))
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.rowcount == 1
+        cursor.execute(
+            f"UPDATE {config} SET sending_until = %s WHERE id = %s", [at(until), config_pk]
+        )
 
 
 def _uuid(value: Any) -> uuid.UUID:

@@ -18,10 +18,10 @@ from a2a_endpoint.errors import TaskNotFoundError
 from a2a_endpoint.store.cursor import _make_config_cursor, _read_config_cursor
 from a2a_endpoint.store.outbox import (
     config_to_wire,
-    lease_config,
     lease_owed_configs,
     next_owed_row,
     release_config,
+    renew_lease,
     save_push_config,
 )
 
@@ -116,17 +116,15 @@ class TaskPushes:
 
     # --- the sender's side (a2a_endpoint.push.sender) ---------------------------------------
 
-    def lease_push_config(self, config_pk: int, seconds: float, *, renew: bool = False) -> bool:
-        """Take (or, ``renew``, extend) the right to send to a config: one sender at a time,
-        so its events go out in order. A lease that lapsed (its sender died) is free."""
-        now = timezone.now()
-        until = now + timedelta(seconds=seconds)
-        return lease_config(config_pk, until, None if renew else now)
-
     def lease_owed_push_configs(self, task_id: str, seconds: float) -> list[int]:
-        """Lease every config of ``task_id`` that is owed an event and that no sender holds."""
+        """Lease every config of ``task_id`` that is owed an event and that no sender holds:
+        the right to send to it, one sender at a time, so its events go out in order. A lease
+        that lapsed (its sender died) is free."""
         now = timezone.now()
         return lease_owed_configs(uuid.UUID(task_id), now + timedelta(seconds=seconds), now)
+
+    def renew_push_lease(self, config_pk: int, seconds: float) -> None:
+        renew_lease(config_pk, timezone.now() + timedelta(seconds=seconds))
 
     def release_push_config(self, config_pk: int, *, unless_owed: bool = False) -> bool:
         """End the sender's lease; ``unless_owed``: not while an event is due to the config

@@ -96,18 +96,29 @@ class GetTaskPushNotificationConfigRequest(Wire, kw_only=True):
     task_id: str
     id: str
 
+    def __post_init__(self) -> None:
+        _require(bool(self.task_id), "taskId", "taskId is required")
+        _require(bool(self.id), "id", "id is required")
+
 
 class DeleteTaskPushNotificationConfigRequest(Wire, kw_only=True):
     tenant: str = ""
     task_id: str
     id: str
 
+    def __post_init__(self) -> None:
+        _require(bool(self.task_id), "taskId", "taskId is required")
+        _require(bool(self.id), "id", "id is required")
+
 
 class ListTaskPushNotificationConfigsRequest(Wire, kw_only=True):
     tenant: str = ""
     task_id: str
-    page_size: Int32 = 0
+    page_size: Int32 = 0  # proto int32: a negative size decodes, and the service refuses it
     page_token: str = ""
+
+    def __post_init__(self) -> None:
+        _require(bool(self.task_id), "taskId", "taskId is required")
 
 
 class ListTaskPushNotificationConfigsResponse(Wire, kw_only=True):

@@ -4,6 +4,7 @@ deleted configs, the sweep for lost senders, and no secret in a log line or an e
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import Iterator
@@ -287,7 +288,7 @@ async def test_a_held_lease_keeps_a_second_sender_out(receiver):
     task_id = await orphan_delivery(receiver)
     config = await models.PushNotificationConfig.objects.aget(task_id=task_id)
     store = runtime.get_store()
-    assert await sync_to_async(store.lease_push_config)(config.pk, 60)
+    assert await sync_to_async(store.lease_owed_push_configs)(task_id, 60) == [config.pk]
     from a2a_endpoint.push.sender import deliver_task
 
     assert await sync_to_async(deliver_task)(store, task_id) is None
@@ -369,3 +370,29 @@ async def test_a_webhook_that_answers_a_byte_at_a_time_is_cut_off_at_the_total_t
     assert rows[0].state == "dead"
     assert "PUSH_TIMEOUT" in rows[0].last_error
     assert took < 10  # the drip lasts 15 s: only the total timeout ends it sooner
+
+
+async def test_a_sender_renews_its_lease_before_a_try_once_half_of_it_is_gone(receiver):
+    import time
+
+    from a2a_endpoint.push import sender
+
+    task_id = await orphan_delivery(receiver)
+    store = runtime.get_store()
+    [config_pk] = await sync_to_async(store.lease_owed_push_configs)(task_id, 1)  # 1 s only
+    release = threading.Event()
+    receiver.answer_next(200, hold=release)
+    long_ago = time.monotonic() - 3600  # taken an hour ago, as far as the sender knows
+    sending = asyncio.ensure_future(
+        sync_to_async(sender._deliver_leased, thread_sensitive=False)(store, config_pk, long_ago)
+    )
+    try:
+        # The try is under way: its lease was renewed before it.
+        await sync_to_async(receiver.wait_for, thread_sensitive=False)(1)
+        config = await models.PushNotificationConfig.objects.aget(pk=config_pk)
+        left = (config.sending_until - timezone.now()).total_seconds()
+        assert left > 2 * sender.lease_seconds() / 3  # a whole lease again, not the 1 s taken
+    finally:
+        release.set()
+        await sending
+    assert [row.state for row in await settled(task_id)] == ["delivered"]
