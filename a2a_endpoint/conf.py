@@ -99,6 +99,10 @@ DEFAULTS: dict[str, Any] = {
     # Inline backend: seconds between sweeps for deliveries whose sender was lost (a restart);
     # 0: no sweep. Celery workers sweep with their lost-job sweeper.
     "PUSH_SWEEP_INTERVAL": 30.0,
+    # --- Retention (docs/retention.md): manage.py a2a_purge and its Celery beat entry.
+    # --- Metrics (docs/metrics.md): Prometheus exposition.
+    # --- Logs (docs/logging.md): structured log lines.
+    # --- Health and guards (docs/deployment.md).
 }
 
 IMPORT_STRINGS = frozenset({"AGENT", "CALLER_RESOLVER", "EXTENDED_CARD"})
