@@ -1,5 +1,5 @@
-"""What the admin's pages share: read-only inlines, parts as text, payload previews, masked
-secrets, counts in messages, links to a task."""
+"""What the admin's pages share: read-only inlines, parts as text, masked secrets, counts in
+messages, links to a task."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import ngettext
 
-PAYLOAD_PREVIEW_CHARS = 2000
 LISTED_IDS = 5
 EMPTY = "-"  # the admin's default empty_value_display
 
@@ -35,13 +34,6 @@ def _part_text(part: dict[str, Any]) -> str:
 def parts_text(parts: list[dict[str, Any]] | None) -> str:
     """ProtoJSON parts as text: text parts as they are, files and data as a short label."""
     return "\n".join(_part_text(part) for part in parts or [])
-
-
-def _json_preview(value: Any) -> SafeString:
-    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
-    if len(text) > PAYLOAD_PREVIEW_CHARS:
-        text = text[:PAYLOAD_PREVIEW_CHARS] + "…"
-    return format_html('<code style="white-space: pre-wrap">{}</code>', text)
 
 
 def masked(secret: str) -> str:

@@ -128,6 +128,44 @@ def demo_account(closed_demo_server: DaphneServer) -> Account:
     return Account(username=username, password=password, token=found[1])
 
 
+#: The operator console's server (test_admin_console.py): a long job of ten 5 s steps, which
+#: runs long enough to be found and canceled from the admin.
+CONSOLE_LONG_JOB_STEP_SECONDS = "5"
+
+_CREATE_SUPERUSER = """
+from django.contrib.auth import get_user_model
+from rest_framework.authtoken.models import Token
+user = get_user_model().objects.create_superuser({username!r}, password={password!r})
+print("token=" + Token.objects.create(user=user).key)
+"""
+
+
+@pytest.fixture(scope="module")
+def console_server(
+    browser_binaries: tuple[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[DaphneServer]:
+    """The sample project (open, as ``make run`` is) for the admin console's tests."""
+    workdir = tmp_path_factory.mktemp("console-server")
+    env = _demo_env(workdir, open_endpoint=True)
+    env["DEMO_LONG_JOB_STEP_SECONDS"] = CONSOLE_LONG_JOB_STEP_SECONDS
+    run_django(["migrate", "--noinput"], env)
+    with DaphneServer(
+        SERVER_APPLICATION, env=env, log_dir=workdir, name="console-daphne"
+    ) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def console_superuser(console_server: DaphneServer) -> Account:
+    """A superuser of the console's server, who signs in to the admin."""
+    username, password = "operator", secrets.token_urlsafe(12)
+    script = _CREATE_SUPERUSER.format(username=username, password=password)
+    output = run_django(["shell", "-c", script], console_server.env)
+    found = re.search(r"^token=(\w+)$", output, re.MULTILINE)
+    assert found, f"no token in the output of manage.py shell:\n{output}"
+    return Account(username=username, password=password, token=found[1])
+
+
 @pytest.fixture(scope="module")
 def browser(
     browser_binaries: tuple[str, str], tmp_path_factory: pytest.TempPathFactory
