@@ -100,9 +100,29 @@ DEFAULTS: dict[str, Any] = {
     # 0: no sweep. Celery workers sweep with their lost-job sweeper.
     "PUSH_SWEEP_INTERVAL": 30.0,
     # --- Retention (docs/retention.md): manage.py a2a_purge and its Celery beat entry.
+    # State → the age past which its tasks are deleted, counted from the last status change:
+    # {"completed": "30d", "failed": "90d", "*": "14d"}; "*" = every terminal state not
+    # named; ages in days (a number) or "<n>d" / "<n>h" / "<n>m". {}: every task is kept.
+    "RETENTION": {},
+    # Tasks deleted per transaction (each batch's row locks last one short transaction).
+    "RETENTION_BATCH_SIZE": 200,
+    # Seconds the purge waits between two batches (room for other writers and replicas).
+    "RETENTION_BATCH_PAUSE": 0.0,
     # --- Metrics (docs/metrics.md): Prometheus exposition.
+    # Record the metrics (off: nothing is recorded, and the metrics view answers 404).
+    "METRICS": True,
+    # The bearer token a scraper sends to a2a_endpoint.metrics.views.metrics. None: only
+    # staff users may read the metrics (and anyone while DEBUG is on).
+    "METRICS_TOKEN": None,
     # --- Logs (docs/logging.md): structured log lines.
+    # How a2a_endpoint.logs.Formatter writes lines: "text" or "json" (one object a line).
+    "LOG_FORMAT": "text",
+    # The header a request id is taken from (when sane) and echoed in; "": always a new id.
+    "REQUEST_ID_HEADER": "X-Request-ID",
     # --- Health and guards (docs/deployment.md).
+    # EVENT_BUS "memory": seconds between a web process's heartbeats in the database (taken
+    # on requests), by which processes sharing the database notice each other; 0: off.
+    "MEMORY_BUS_HEARTBEAT": 10.0,
 }
 
 IMPORT_STRINGS = frozenset({"AGENT", "CALLER_RESOLVER", "EXTENDED_CARD"})

@@ -1,5 +1,5 @@
 """Schema of stored tasks: Task, its history (Message), Artifact, the TaskEvent log, and push
-notification configs with their outbox of deliveries."""
+notification configs with their outbox of deliveries; the heartbeats of memory-bus processes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,12 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from a2a_endpoint.lifecycle import TaskState
-from a2a_endpoint.managers import MessageQuerySet, TaskQuerySet
+from a2a_endpoint.managers import (
+    MessageQuerySet,
+    ServerProcessQuerySet,
+    TaskEventQuerySet,
+    TaskQuerySet,
+)
 
 STATE_CHOICES = [(state.value, state.name.replace("_", " ").capitalize()) for state in TaskState]
 
@@ -49,6 +54,18 @@ class Task(models.Model):
         help_text=_("Renewed by a running out-of-process job; a lapsed lease is a lost job."),
     )
     job_attempts = models.PositiveSmallIntegerField(_("job attempts"), default=0)
+    # db_default too (as handoffs): processes of the previous version insert without it.
+    job_worker = models.CharField(
+        _("job worker"),
+        max_length=255,
+        blank=True,
+        default="",
+        db_default="",
+        help_text=_(
+            "host:pid of the process that claimed the last job (out-of-process workers; "
+            "kept after the job ends)."
+        ),
+    )
     handoff_deadline = models.DateTimeField(
         _("job hand-off deadline"),
         null=True,
@@ -109,6 +126,20 @@ class Task(models.Model):
                 name="a2a_task_job_owed",
                 condition=models.Q(handoff_deadline__isnull=False),
             ),
+            # The purge's scan (store/retention.py): one state's oldest tasks, across
+            # callers. Settled states only: new and running tasks, written most, skip it.
+            models.Index(
+                fields=["state", "status_timestamp", "id"],
+                name="a2a_task_state_age",
+                condition=models.Q(state__in=sorted(s.value for s in TaskState if s.is_settled)),
+            ),
+            # The admin's task list (admin/tasks.py), newest first across callers: all tasks,
+            # and one state's. By creation, which ListTasks never orders by: an index in its
+            # order without the owner first would tempt the planner off the owner's index.
+            # On PostgreSQL, migration 0006's triggers name ``state``: altering its type needs
+            # them dropped first (see the migration).
+            models.Index(fields=["-created_at", "-id"], name="a2a_task_created"),
+            models.Index(fields=["state", "-created_at", "-id"], name="a2a_task_state_created"),
         ]
 
     def __str__(self) -> str:
@@ -189,6 +220,8 @@ class TaskEvent(models.Model):
     )
     payload = models.JSONField(_("stream response"))
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    objects = TaskEventQuerySet.as_manager()
 
     class Meta:
         verbose_name = _("task event")
@@ -299,3 +332,28 @@ class PushDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_id} #{self.seq} → {self.config_id} ({self.state})"
+
+
+class ServerProcess(models.Model):
+    """A process serving with the in-memory event bus, as of its last heartbeat: processes
+    sharing one database see each other here (``streaming/presence.py``)."""
+
+    id = models.UUIDField(primary_key=True, editable=False)
+    host = models.CharField(_("host"), max_length=255)
+    pid_namespace = models.CharField(
+        _("PID namespace"), max_length=64, blank=True, default="", help_text=_("Linux only.")
+    )
+    pid = models.PositiveIntegerField(_("process id"))
+    started_at = models.DateTimeField(_("started"))
+    seen_at = models.DateTimeField(_("last heartbeat"))
+
+    objects = ServerProcessQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = _("server process")
+        verbose_name_plural = _("server processes")
+        ordering = ["-seen_at"]
+        indexes = [models.Index(fields=["seen_at"], name="a2a_process_seen")]
+
+    def __str__(self) -> str:
+        return f"{self.host} pid {self.pid}"

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
-from a2a_endpoint import errors, jsonrpc, protojson, storable, types
+from a2a_endpoint import errors, jsonrpc, logs, metrics, protojson, storable, types
 from a2a_endpoint.conf import app_settings
 from a2a_endpoint.service import get_request_handler
 from a2a_endpoint.service.agent_card import (
@@ -18,6 +20,8 @@ from a2a_endpoint.service.agent_card import (
     required_extensions,
 )
 
+#: The ``binding`` label of this binding's request metrics (docs/metrics.md).
+BINDING = "jsonrpc"
 ERROR_DOMAIN = "a2a-protocol.org"
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
 BAD_REQUEST = "type.googleapis.com/google.rpc.BadRequest"
@@ -277,13 +281,54 @@ def _request_info(request_id: str) -> list[dict[str, str]]:
     return [{"@type": REQUEST_INFO, "requestId": request_id}]
 
 
+def _outcome(exc: Exception) -> str:
+    """The ``outcome`` label of a call that raised: the JSON-RPC code its client gets."""
+    if isinstance(exc, jsonrpc.JsonRpcError):
+        return str(exc.code)
+    mapped = map_error(exc)
+    return str(mapped.code if mapped is not None else jsonrpc.INTERNAL_ERROR)
+
+
+def _instrumented(name: str, method: jsonrpc.Method) -> jsonrpc.Method:
+    """``method`` with its name and the task its params name in the log context, counted
+    and timed (``a2a_requests_total``, ``a2a_request_duration_seconds``) until its answer or,
+    for a streaming method, until its stream can start.
+
+    The log fields are set, not scoped: the dispatcher's line for an unexpected error (after
+    the call) carries them too. Every call sets both, so a batch item's never reach the next
+    item's lines, and the request's scope (views) drops them with the request.
+    """
+
+    async def call(params: Any, context: Any) -> Any:
+        logs.update(**logs.call_fields(name, params))
+        started, outcome = time.perf_counter(), "ok"
+        try:
+            return await method.handler(params, context)
+        except jsonrpc.MethodNotFoundError:
+            outcome = ""  # a v0.3 name under 1.0: the view counts it as an unknown method
+            raise
+        except asyncio.CancelledError:  # the client went away before its answer
+            outcome = "cancelled"
+            raise
+        except Exception as exc:
+            outcome = _outcome(exc)
+            raise
+        finally:
+            if outcome:
+                metrics.request_observed(BINDING, name, outcome, started)
+
+    return jsonrpc.Method(call, streaming=method.streaming)
+
+
 def build_dispatcher() -> jsonrpc.Dispatcher:
     methods = {name: _bind(operation) for name, operation in METHODS.items()}
     methods.update({name: jsonrpc.Method(_legacy_method) for name in V03_METHODS})
+    methods = {name: _instrumented(name, method) for name, method in methods.items()}
     return jsonrpc.Dispatcher(
         methods,
         error_mapper=map_error,
         internal_error_data=_request_info,
+        error_id=logs.error_id,  # the request's id: the client's report finds the traceback
         max_depth=int(app_settings.MAX_JSON_DEPTH),
         max_batch_items=int(app_settings.MAX_BATCH_ITEMS),
         max_response_bytes=int(app_settings.MAX_RESPONSE_BYTES),

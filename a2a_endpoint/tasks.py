@@ -2,9 +2,16 @@
 
 from a2a_endpoint.execution.celery_backend import (
     deliver_push_notifications,
+    purge_expired_tasks,
     recover_lost_jobs,
     run_agent_task,
     stop_canceled_job,
 )
 
-__all__ = ["deliver_push_notifications", "recover_lost_jobs", "run_agent_task", "stop_canceled_job"]
+__all__ = [
+    "deliver_push_notifications",
+    "purge_expired_tasks",
+    "recover_lost_jobs",
+    "run_agent_task",
+    "stop_canceled_job",
+]

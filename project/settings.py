@@ -203,15 +203,23 @@ STATIC_URL = "static/"
 # collectstatic copies the admin's and the demo's files here; nginx serves them at /static/.
 STATIC_ROOT = Path(os.environ.get("DJANGO_STATIC_ROOT") or BASE_DIR / "staticfiles")
 
+# a2a_endpoint's formatter: text lines, or one JSON object a line when A2A_LOG_FORMAT=json
+# (A2A_ENDPOINT["LOG_FORMAT"]); the filter adds the request's or job's id, method, task id
+# and caller to every line of these loggers, Django's included (docs/logging.md).
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "{asctime} {levelname} {name}: {message}", "style": "{"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"context": {"()": "a2a_endpoint.logs.ContextFilter"}},
+    "formatters": {"a2a": {"()": "a2a_endpoint.logs.Formatter"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "a2a", "filters": ["context"]}
+    },
     # propagate off: daphne also logs the root logger to the console (no doubled lines).
     "loggers": {
         "a2a_endpoint": {"handlers": ["console"], "level": "INFO", "propagate": False},
         "project": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        # Django's warnings and errors (a 500's traceback) in the same format.
+        "django": {"handlers": ["console"], "level": "WARNING", "propagate": False},
         # httpx logs every request at INFO: a line per push delivery (the sender logs failures).
         "httpx": {"level": "WARNING"},
     },
@@ -300,12 +308,18 @@ def _a2a_overrides() -> dict[str, Any]:
         "A2A_PUSH_MAX_ATTEMPTS": ("PUSH_MAX_ATTEMPTS", int),
         "A2A_PUSH_SWEEP_INTERVAL": ("PUSH_SWEEP_INTERVAL", float),
         "A2A_PUSH_CELERY_QUEUE": ("PUSH_CELERY_QUEUE", str),
+        "A2A_METRICS_TOKEN": ("METRICS_TOKEN", str),
+        "A2A_LOG_FORMAT": ("LOG_FORMAT", str),
+        "A2A_RETENTION_DAYS": ("RETENTION", float),
+        "A2A_RETENTION_BATCH_SIZE": ("RETENTION_BATCH_SIZE", int),
     }
     overrides = {
         key: _env_value(name, 0, kind)
         for name, (key, kind) in table.items()
         if os.environ.get(name, "").strip()
     }
+    if "RETENTION" in overrides:  # one age, in days, for every terminal state
+        overrides["RETENTION"] = {"*": overrides["RETENTION"]}
     if overrides.get("LOST_JOB_POLICY", "retry") not in {"retry", "fail"}:
         raise ImproperlyConfigured("A2A_LOST_JOB_POLICY must be 'retry' or 'fail'.")
     return overrides

@@ -319,6 +319,13 @@ def test_the_endpoint_location_streams_sse_unbuffered(site: Block) -> None:
     assert seconds(endpoint.value("proxy_send_timeout")[0]) >= 3600
 
 
+def test_metrics_are_not_proxied(site: Block) -> None:
+    """/metrics (and anything under it) never reaches a daphne through nginx."""
+    blocked = location(tls_server(site), "/metrics")
+    assert blocked.value("return") == ["404"]
+    assert blocked.all("proxy_pass") == []
+
+
 def test_body_limit_matches_max_request_bytes(site: Block) -> None:
     server = tls_server(site)
     limit = DEFAULTS["MAX_REQUEST_BYTES"]
@@ -457,9 +464,22 @@ def test_health_and_static_files_through_nginx(stack: Stack) -> None:
         health = client.get("/healthz")
         css = client.get("/static/admin/css/base.css")
     assert health.status_code == 200
-    assert health.json() == {"status": "ok", "database": "ok", "channel_layer": "not configured"}
+    assert health.json() == {
+        "status": "ok",
+        "database": "ok",
+        "channel_layer": "not configured",
+        "broker": "not configured",
+    }
     assert css.status_code == 200
     assert css.content == (stack.static_root / "admin/css/base.css").read_bytes()
+
+
+@pytest.mark.integration
+def test_metrics_are_refused_by_nginx(stack: Stack) -> None:
+    """The daphne serves /metrics here (DEBUG is on); nginx does not pass it on."""
+    with https_client(stack) as client:
+        for path in ("/metrics", "/metrics/", "/%6Detrics"):
+            assert client.get(path).status_code == 404, path
 
 
 @pytest.mark.integration
@@ -568,10 +588,11 @@ def procfile() -> dict[str, list[str]]:
 
 def test_procfile_runs_the_asgi_application_and_the_project_worker() -> None:
     entries = procfile()
-    assert set(entries) == {"web", "worker"}
+    assert set(entries) == {"web", "worker", "beat"}
     assert entries["web"][0] == "daphne"
     assert entries["web"][-1] == "project.asgi:application"
     assert entries["worker"][:4] == ["celery", "-A", "project", "worker"]
+    assert entries["beat"][:4] == ["celery", "-A", "project", "beat"]  # the retention purge
 
 
 def test_entry_points_named_by_the_units_exist() -> None:

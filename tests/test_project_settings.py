@@ -1,4 +1,5 @@
-"""project/settings.py under different environments, its system checks, and ``/healthz``.
+"""project/settings.py under different environments, its system checks, and ``/healthz``
+under daphne (the view itself: tests/test_health.py).
 
 Settings are imported in a subprocess per environment (they are read once, at import). The
 production mode uses the real PostgreSQL and Redis of the test run.
@@ -6,7 +7,6 @@ production mode uses the real PostgreSQL and Redis of the test run.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import secrets
@@ -15,21 +15,14 @@ import sys
 import time
 import urllib.error
 import urllib.request
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import psycopg
 import pytest
 import redis
-from django.conf import settings
-from django.db import OperationalError
-from django.test import AsyncRequestFactory, override_settings
 
-from a2a_endpoint.execution import runtime
-from project import health
 from tests.integration.servers import DaphneServer, free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -331,86 +324,6 @@ def test_celery_on_sqlite_warns_w001() -> None:
     assert "a2a_endpoint.W001" in result.stderr
 
 
-# --- /healthz in this process (tests.settings: PostgreSQL, no channel layer) -----------------
-
-
-async def get_health() -> tuple[int, dict[str, str]]:
-    response = await health.healthz(AsyncRequestFactory().get("/healthz"))
-    assert response["Content-Type"] == "application/json"
-    assert "no-cache" in response["Cache-Control"]
-    return response.status_code, msgspec.json.decode(response.content)
-
-
-def redis_layer(url: str) -> dict[str, Any]:
-    return {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [{"address": url, "socket_timeout": None}]},
-        }
-    }
-
-
-@pytest.mark.django_db(transaction=True)
-async def test_health_without_a_channel_layer() -> None:
-    assert await get_health() == (
-        200,
-        {"status": "ok", "database": "ok", "channel_layer": "not configured"},
-    )
-
-
-@pytest.mark.django_db(transaction=True)
-async def test_health_with_a_redis_channel_layer(redis_url: str) -> None:
-    with override_settings(CHANNEL_LAYERS=redis_layer(redis_url)):
-        assert await get_health() == (
-            200,
-            {"status": "ok", "database": "ok", "channel_layer": "ok"},
-        )
-
-
-@pytest.mark.django_db(transaction=True)
-async def test_health_stays_ok_while_the_event_bus_reads_the_channel_layer(redis_url: str) -> None:
-    """The bus's reader holds channels_redis' receive lock of this process for good (it
-    waits in BZPOPMIN on its own channel): a health check receiving on a channel of its own
-    never got the lock, and every probe after the first blocking SendMessage was a 503."""
-    a2a = {**settings.A2A_ENDPOINT, "EVENT_BUS": "channels"}
-    with override_settings(CHANNEL_LAYERS=redis_layer(redis_url), A2A_ENDPOINT=a2a):
-        bus = runtime.get_event_bus()
-        async with bus.watch_settled(str(uuid.uuid4())):  # a blocking SendMessage's wait
-            for _ in range(3):
-                assert await get_health() == (
-                    200,
-                    {"status": "ok", "database": "ok", "channel_layer": "ok"},
-                )
-        assert len(bus.resident_tasks(asyncio.get_running_loop())) == 1  # the reader stays
-        assert (await get_health())[0] == 200
-
-
-@pytest.mark.django_db(transaction=True)
-async def test_health_503_when_redis_is_unreachable() -> None:
-    with override_settings(CHANNEL_LAYERS=redis_layer(f"redis://127.0.0.1:{closed_port()}/0")):
-        assert await get_health() == (
-            503,
-            {"status": "error", "database": "ok", "channel_layer": "error"},
-        )
-
-
-@pytest.mark.django_db(transaction=True)
-async def test_health_503_when_the_database_fails(monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken() -> None:
-        raise OperationalError("connection refused")
-
-    monkeypatch.setattr(health, "_select_one", broken)
-    assert await get_health() == (
-        503,
-        {"status": "error", "database": "error", "channel_layer": "not configured"},
-    )
-
-
-async def test_health_refuses_post() -> None:
-    response = await health.healthz(AsyncRequestFactory().post("/healthz"))
-    assert response.status_code == 405
-
-
 # --- /healthz of daphne serving project.settings in production mode -------------------------
 
 
@@ -430,7 +343,7 @@ def test_daphne_health_ok_with_postgres_and_redis(
     env = production_env(DATABASE_URL=postgres_url, REDIS_URL=redis_url, PYTHONUNBUFFERED="1")
     assert daphne_health(env, tmp_path) == (
         200,
-        {"status": "ok", "database": "ok", "channel_layer": "ok"},
+        {"status": "ok", "database": "ok", "channel_layer": "ok", "broker": "ok"},
     )
 
 
@@ -443,7 +356,8 @@ def test_daphne_health_503_with_redis_down(postgres_url: str, tmp_path: Path) ->
     )
     assert daphne_health(env, tmp_path) == (
         503,
-        {"status": "error", "database": "ok", "channel_layer": "error"},
+        # REDIS_URL is the Celery broker too.
+        {"status": "error", "database": "ok", "channel_layer": "error", "broker": "error"},
     )
 
 
@@ -456,7 +370,7 @@ def test_daphne_health_503_with_postgres_down(redis_url: str, tmp_path: Path) ->
     )
     assert daphne_health(env, tmp_path) == (
         503,
-        {"status": "error", "database": "error", "channel_layer": "ok"},
+        {"status": "error", "database": "error", "channel_layer": "ok", "broker": "ok"},
     )
 
 

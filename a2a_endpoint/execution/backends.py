@@ -12,6 +12,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from django.db import close_old_connections
 
+from a2a_endpoint import logs, metrics
 from a2a_endpoint.conf import app_settings
 from a2a_endpoint.execution.runner import run_task
 from a2a_endpoint.push.sender import deliver_task, lease_seconds
@@ -46,6 +47,12 @@ class ExecutionBackend(ABC):
         threading.Thread(
             target=_deliver, args=(self.store, task_id), name="a2a-push", daemon=True
         ).start()
+
+    async def ping(self, timeout: float) -> bool:
+        """Prove that jobs handed over now would reach the backend's service (its broker)
+        within ``timeout`` seconds: True, or raises (a health check's probe). False: the
+        backend has nothing outside this process to check (the inline backend)."""
+        return False
 
 
 def _deliver(store: TaskStore, task_id: str) -> float | None:
@@ -98,12 +105,18 @@ class InlineBackend(ExecutionBackend):
 
     def submit(self, task_id: str) -> None:
         cancel_event = threading.Event()
-        future = asyncio.run_coroutine_threadsafe(
-            run_task(task_id, self.store, cancel_event), self._loop
+        # The job's task copies the context it is started from: a job's own log fields,
+        # not the request's that submitted it (kept as origin_request_id).
+        context = logs.job_context(task_id=task_id, job_id=logs.new_id(), method="job")
+        future = context.run(
+            asyncio.run_coroutine_threadsafe,
+            run_task(task_id, self.store, cancel_event),
+            self._loop,
         )
         with self._lock:
             self._jobs[task_id] = (future, cancel_event)
         future.add_done_callback(lambda done: self._forget(task_id, done))
+        metrics.job_queued("inline")
 
     def cancel(self, task_id: str) -> None:
         with self._lock:

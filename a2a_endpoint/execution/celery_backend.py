@@ -11,7 +11,8 @@ failed by the sweeper. A job that ignores CancelTask is killed after the grace p
 free to run it, by the sweeper.
 
 Push deliveries run here too (``deliver_push_notifications``, woken after the commit that
-owed them, acks_late), and the sweeper hands over the ones whose sender was lost.
+owed them, acks_late), and the sweeper hands over the ones whose sender was lost. So does the
+retention purge (``purge_expired_tasks``), which Celery beat schedules.
 """
 
 from __future__ import annotations
@@ -30,11 +31,13 @@ except ImportError as exc:  # pragma: no cover - reported by system check E010
         "The Celery execution backend needs Celery: pip install 'a2a-endpoint[celery]'"
     ) from exc
 
+from a2a_endpoint import logs, metrics
 from a2a_endpoint.conf import app_settings
 from a2a_endpoint.execution import runtime
 from a2a_endpoint.execution.backends import ExecutionBackend
 from a2a_endpoint.execution.jobs import run_leased_job
 from a2a_endpoint.push.sender import deliver_task, lease_seconds
+from a2a_endpoint.store import purge_expired, retention_policy
 
 logger = logging.getLogger("a2a_endpoint.execution")
 
@@ -42,6 +45,7 @@ RUN_TASK = "a2a_endpoint.run_agent_task"
 STOP_JOB = "a2a_endpoint.stop_canceled_job"
 RECOVER = "a2a_endpoint.recover_lost_jobs"
 PUSH = "a2a_endpoint.deliver_push_notifications"
+PURGE_EXPIRED = "a2a_endpoint.purge_expired_tasks"
 #: Seconds a finished job waits for its leftover tasks (leaving channel-layer groups).
 LEFTOVER_TIMEOUT = 5.0
 #: Threads of a job loop: a sync agent, the heartbeat's and the updater's store calls.
@@ -68,6 +72,28 @@ class CeleryBackend(ExecutionBackend):
         stop_canceled_job.apply_async(
             args=[task_id], countdown=float(app_settings.CANCEL_GRACE_PERIOD) + 1, **_queue()
         )
+
+    async def ping(self, timeout: float) -> bool:
+        """A fresh connection to the broker, in a thread (kombu blocks), within ``timeout``.
+
+        Fresh, not one of the producer pool's: a pooled connection may look connected to
+        a broker that went away since.
+        """
+        async with asyncio.timeout(timeout):
+            await asyncio.to_thread(_connect_to_broker, timeout)
+        return True
+
+
+def _connect_to_broker(timeout: float) -> None:
+    """Connect to the broker once (no retry), every socket wait bounded by ``timeout``."""
+    with current_app.connection_for_write(connect_timeout=timeout) as connection:
+        if connection.transport.driver_type == "redis":
+            # The Redis transport ignores connect_timeout: it reads its socket options.
+            connection.transport_options.update(
+                socket_connect_timeout=timeout, socket_timeout=timeout
+            )
+        # Connecting opens a channel, which the Redis transport checks with a PING.
+        connection.ensure_connection(max_retries=0, timeout=timeout)
 
 
 _loops = threading.local()
@@ -114,7 +140,9 @@ def run_agent_task(self: Any, task_id: str) -> None:
     store = runtime.get_store()
     bus = runtime.get_event_bus()
     loop = _job_loop()
-    loop.run_until_complete(run_leased_job(task_id, job_id, store, bus))
+    # The job's asyncio task copies these (its runner adds the attempt and the caller).
+    with logs.scope(fresh=True, task_id=task_id, job_id=job_id, method="job"):
+        loop.run_until_complete(run_leased_job(task_id, job_id, store, bus))
     # The loop does not run between jobs: let what the job left behind finish now (the bus
     # leaves the task's channel-layer group in a task of its own), not at the next job. The
     # bus's own reader stays: it waits for the next job's messages.
@@ -153,6 +181,7 @@ def stop_stubborn_jobs() -> list[str]:
 
 def _enqueue(task_id: str) -> None:
     run_agent_task.apply_async(args=[task_id], **_queue())
+    metrics.job_queued("celery")
 
 
 def _enqueue_push(task_id: str, countdown: float | None = None) -> None:
@@ -198,6 +227,26 @@ def recover_lost_jobs() -> list[str]:
     if handed:
         logger.info("Handed %d owed job(s) to the broker again: %s", len(handed), handed)
     return retried
+
+
+@shared_task(name=PURGE_EXPIRED, ignore_result=True)
+def purge_expired_tasks() -> dict[str, int]:
+    """Delete the tasks RETENTION lets go (thin: the work is the store's ``purge_expired``);
+    returns how many went per state. Scheduled by Celery beat (docs/retention.md); nothing
+    to do when RETENTION is empty. A database failure rolls back the batch under way and
+    fails this run (Celery logs it); the earlier batches stay deleted, the next run goes on."""
+    policy = retention_policy()
+    if not policy:
+        return {}
+    result = purge_expired(policy)
+    logger.info(
+        "Purged %d expired task(s) in %d batch(es), %.2f s (longest batch %.0f ms)",
+        result.total,
+        result.batches,
+        result.seconds,
+        result.longest_batch * 1000,
+    )
+    return {state.value: count for state, count in result.deleted.items()}
 
 
 class _Sweeper(threading.Thread):
@@ -248,3 +297,16 @@ def _close_job_loop(**kwargs: Any) -> None:
         close_job_loop()
     except Exception:
         logger.warning("Could not close the job loop", exc_info=True)
+
+
+@worker_ready.connect
+def _check_metrics_reach_a_scrape(**kwargs: Any) -> None:
+    # Without PROMETHEUS_MULTIPROC_DIR a worker's metrics are invisible: say so at start.
+    metrics.worker_ready()
+
+
+@worker_process_shutdown.connect
+def _mark_metrics_dead(**kwargs: Any) -> None:
+    # A pool process ends (os._exit: no atexit): its live gauges (jobs running) leave the
+    # sums of a multiprocess scrape; its counters stay counted (docs/metrics.md).
+    metrics.process_exited()

@@ -7,7 +7,9 @@ import contextlib
 import inspect
 import logging
 import threading
+import time
 
+from a2a_endpoint import logs, metrics
 from a2a_endpoint.conf import app_settings
 from a2a_endpoint.errors import TaskStateError
 from a2a_endpoint.execution.context import RequestContext
@@ -93,6 +95,12 @@ async def run_task(
     if context is None:
         return
     updater = TaskUpdater(store, context)
+    started = time.perf_counter()
+    # Its own asyncio task (both backends start one): these fields stay the job's.
+    owner, tenant = context.owner or None, context.tenant or None
+    logs.update(task_id=task_id, method="job", attempt=context.attempt, caller=owner, tenant=tenant)
+    logs.log_job_start(context.attempt)
+    running = metrics.job_started()  # a2a_jobs_running until the finally below
     try:
         # Inside the try: an agent that cannot even be built fails its task, not the job.
         agent: AgentExecutor = app_settings.AGENT()
@@ -115,3 +123,7 @@ async def run_task(
     else:
         if not cancel_event.is_set():  # canceled, or the backend is shutting down
             await in_thread(_finish)(store, updater)
+    finally:
+        metrics.job_ended(running)
+        state = updater.state.value if updater.state is not None else None
+        logs.log_job_finish(started, state, stopped=cancel_event.is_set())

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
+from a2a_endpoint import metrics
 from a2a_endpoint.conf import SETTING_NAME, app_settings
 from a2a_endpoint.execution.backends import ExecutionBackend
-from a2a_endpoint.store import TaskStore
+from a2a_endpoint.store import StoredEvent, TaskStore
 from a2a_endpoint.streaming.bus import EventBus
 
 EVENT_BUSES = {
@@ -31,7 +33,22 @@ def get_event_bus() -> EventBus:
 
 @functools.cache
 def get_store() -> TaskStore:
-    return TaskStore(publisher=get_event_bus().publish, pusher=_push)
+    return TaskStore(publisher=_counting(get_event_bus().publish), pusher=_push)
+
+
+def _counting(publish: Callable[[StoredEvent], None]) -> Callable[[StoredEvent], None]:
+    """``publish``, counting each task that finished (``a2a_tasks_finished_total``).
+
+    The store hands every committed change to its publisher once, and a task's terminal
+    state is its last change: whatever finished it (its agent, CancelTask, a lost worker).
+    """
+
+    def published(event: StoredEvent) -> None:
+        if event.state.is_terminal:
+            metrics.task_finished(event.state.name.lower())
+        publish(event)
+
+    return published
 
 
 def _push(task_id: str) -> None:

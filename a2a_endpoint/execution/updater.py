@@ -35,6 +35,8 @@ class TaskUpdater:
         self.context_id = context.context_id
         #: True once this run put the task in a terminal or interrupted state.
         self.settled = False
+        #: The last state this run wrote (None: none yet), for the job's finish log line.
+        self.state: TaskState | None = None
 
     @property
     def cancelled(self) -> bool:
@@ -61,6 +63,7 @@ class TaskUpdater:
     def update_status(self, state: TaskState, content: Content | None = None) -> StoredEvent:
         event = self.store.update_status(self.task_id, state, self._message(content))
         self.settled = state.is_settled
+        self.state = state
         return event
 
     def start_work(self, content: Content | None = None) -> StoredEvent:
@@ -89,6 +92,7 @@ class TaskUpdater:
         assert message is not None
         event = self.store.reply(self.task_id, message)
         self.settled = True
+        self.state = TaskState.COMPLETED  # store.reply: a direct answer completes the task
         return event
 
     def add_artifact(

@@ -68,6 +68,10 @@ def _no_mapping(exc: BaseException) -> JsonRpcError | None:
     return None
 
 
+def _new_error_id() -> str:
+    return uuid.uuid4().hex
+
+
 class Dispatcher:
     """Routes decoded JSON-RPC requests to :class:`Method` handlers.
 
@@ -88,6 +92,7 @@ class Dispatcher:
         max_response_bytes: int | None = None,
         encode: Callable[[Any], bytes] = msgspec.json.encode,
         logger: logging.Logger | None = None,
+        error_id: Callable[[], str] | None = None,
     ) -> None:
         if max_depth < 1:
             raise ValueError("max_depth must be >= 1: a request object is already depth 1")
@@ -103,6 +108,8 @@ class Dispatcher:
         self._internal_error_data = internal_error_data
         self._max_depth = max_depth
         self._logger = logger if logger is not None else _default_logger
+        # The id an internal error reports and logs (e.g. the HTTP request's); default: new.
+        self._error_id = error_id if error_id is not None else _new_error_id
 
     async def dispatch(self, body: bytes, context: Any) -> DispatchResult:
         """Handle one HTTP body; never raises for any input bytes."""
@@ -267,7 +274,7 @@ class Dispatcher:
     def _internal_error(self, exc: BaseException, method: str | None) -> InternalError:
         # The id correlates the client-visible error with the server log, which holds
         # the traceback; exception text itself never reaches the client.
-        error_id = uuid.uuid4().hex
+        error_id = self._error_id()
         self._logger.exception(
             "JSON-RPC method %s failed (request id %s)", method, error_id, exc_info=exc
         )

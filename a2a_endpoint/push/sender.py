@@ -33,7 +33,7 @@ import httpx
 import msgspec
 from django.utils import timezone
 
-from a2a_endpoint import __version__
+from a2a_endpoint import __version__, logs, metrics
 from a2a_endpoint.conf import app_settings
 from a2a_endpoint.push.ssrf import Address, Destination, RefusedURL, check_url
 from a2a_endpoint.store import Attempt, OwedDelivery, TaskStore
@@ -48,6 +48,8 @@ MAX_ANSWER_BYTES = 1024
 RETRYABLE_STATUS = frozenset({408, 429})
 
 PENDING, DELIVERED, DEAD = "pending", "delivered", "dead"
+#: The ``outcome`` label of a try (``a2a_push_deliveries_total``) by the state it left.
+OUTCOMES = {DELIVERED: "delivered", PENDING: "retried", DEAD: "dead"}
 
 
 def webhook_policy() -> dict[str, object]:
@@ -276,6 +278,7 @@ def _drain(store: TaskStore, config_pk: int, webhook: Webhook, leased_at: float)
             store.record_push_attempt(
                 due.pk, Attempt(DEAD, error="gave up: PUSH_MAX_AGE reached"), tried=False
             )
+            metrics.push_delivery("dead")
             continue
         if time.monotonic() >= renew_at:  # less than half the lease left: a try may need all
             store.renew_push_lease(config_pk, lease)
@@ -284,6 +287,7 @@ def _drain(store: TaskStore, config_pk: int, webhook: Webhook, leased_at: float)
         attempt = weigh(due, result, timezone.now())
         store.record_push_attempt(due.pk, attempt, tried=result.tried)
         _log(due, attempt)
+        metrics.push_delivery(OUTCOMES.get(attempt.state, attempt.state))
     return None
 
 
@@ -341,7 +345,12 @@ def _deliver_leased(store: TaskStore, config_pk: int, leased_at: float) -> float
 
 def deliver_task(store: TaskStore, task_id: str) -> float | None:
     """Send what every webhook of ``task_id`` is owed, unless another sender holds it;
-    seconds until the first retry is due, or None."""
+    seconds until the first retry is due, or None. Its log lines carry the task id."""
+    with logs.scope(fresh=True, task_id=task_id, method="push"):
+        return _deliver_owed(store, task_id)
+
+
+def _deliver_owed(store: TaskStore, task_id: str) -> float | None:
     leased_at = time.monotonic()
     leased = store.lease_owed_push_configs(task_id, lease_seconds())
     waits: list[float] = []

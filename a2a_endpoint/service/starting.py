@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from a2a_endpoint import types
+from a2a_endpoint import metrics, types
 from a2a_endpoint.conf import app_settings
 from a2a_endpoint.errors import InvalidParamsError, PushNotificationNotSupportedError
 from a2a_endpoint.execution.backends import ExecutionBackend
@@ -124,6 +124,7 @@ class TaskStarts:
             )
             if record.id == task_id:
                 transaction.on_commit(functools.partial(self._hand_off, record.id))
+                transaction.on_commit(metrics.task_created, robust=True)
         return record
 
     def _continue(

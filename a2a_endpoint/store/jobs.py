@@ -3,7 +3,10 @@ of owed jobs, and recovery of jobs lost with their worker."""
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
+import socket
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
@@ -12,7 +15,7 @@ import msgspec
 from django.db import connection, transaction
 from django.utils import timezone
 
-from a2a_endpoint import models, types
+from a2a_endpoint import metrics, models, types
 from a2a_endpoint.lifecycle import TERMINAL_STATES, TaskState
 from a2a_endpoint.store.records import (
     ClaimedJob,
@@ -30,6 +33,11 @@ from a2a_endpoint.store.sql import (
 )
 
 logger = logging.getLogger("a2a_endpoint.store")
+
+
+def _worker_name() -> str:
+    """host:pid of this process: the one claiming a job runs it (a Celery pool process)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 class TaskJobs:
@@ -59,11 +67,18 @@ class TaskJobs:
                 return None
             task.job_position = position
             task.job_id = job_id
+            task.job_worker = _worker_name()  # where it runs, for the admin's task page
             task.lease_expires_at = timezone.now() + timedelta(seconds=lease)
             task.handoff_deadline = None  # handed over: the lease watches it from now on
             task.handoffs = 0
             _save_fields(
-                task, "job_position", "job_id", "lease_expires_at", "handoff_deadline", "handoffs"
+                task,
+                "job_position",
+                "job_id",
+                "job_worker",
+                "lease_expires_at",
+                "handoff_deadline",
+                "handoffs",
             )
         history = [msgspec.convert(payload, types.Message) for _, _, payload in rows]
         return ClaimedJob(_record(task), history, attempt=task.job_attempts + 1)
@@ -174,6 +189,8 @@ class TaskJobs:
         if TaskState(task.state).is_settled:
             task.save(update_fields=["lease_expires_at", "job_id"])
             return False
+        # Counted once the sweep commits (a rolled-back sweep recovered nothing).
+        transaction.on_commit(functools.partial(metrics.job_lost, retried=retry), robust=True)
         if retry:
             lost = task.job_attempts + 1
             self._supersede(task, lost)

@@ -8,10 +8,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from a2a_endpoint import metrics
 from a2a_endpoint.lifecycle import TaskState
 from a2a_endpoint.store import StoredEvent
 from a2a_endpoint.streaming.base import EventBus, Subscription
@@ -22,6 +24,8 @@ SETTLED_GROUP_PREFIX = "a2a.settled."
 CANCEL_GROUP_PREFIX = "a2a.cancel."
 #: The message type of ``ChannelLayerEventBus.ping`` (health checks).
 PING_TYPE = "a2a.ping"
+#: The ``bus`` label of this bus's metrics (docs/metrics.md).
+METRICS_LABEL = "channels"
 
 logger = logging.getLogger("a2a_endpoint.streaming")
 
@@ -59,6 +63,8 @@ def _to_message(event: StoredEvent) -> dict[str, Any]:
         "seq": event.seq,
         "state": event.state.value,
         "payload": event.payload,
+        # Wall-clock time (processes on several hosts): a2a_bus_delivery_lag_seconds.
+        "published_at": time.time(),
     }
 
 
@@ -130,15 +136,17 @@ class ChannelLayerEventBus(EventBus):
         self.layer = get_channel_layer(alias)
         if self.layer is None:
             raise ValueError(f"No channel layer is configured under CHANNEL_LAYERS[{alias!r}]")
-        self._local = InMemoryEventBus()
-        self._settled = InMemoryEventBus()
-        self._cancels = InMemoryEventBus()
+        # The in-process fan-out records no metrics: this bus records its own messages.
+        self._local = InMemoryEventBus(metrics_label=None)
+        self._settled = InMemoryEventBus(metrics_label=None)
+        self._cancels = InMemoryEventBus(metrics_label=None)
         self._inboxes: dict[asyncio.AbstractEventLoop, _Inbox] = {}
         self._leaving: set[asyncio.Task[None]] = set()
 
     def publish(self, event: StoredEvent) -> None:
         from asgiref.sync import async_to_sync
 
+        metrics.bus_published(METRICS_LABEL)
         async_to_sync(self._send)(event)
 
     async def _send(self, event: StoredEvent) -> None:
@@ -304,6 +312,8 @@ class ChannelLayerEventBus(EventBus):
                 logger.warning("Could not re-join the channel layer group %s", group, exc_info=True)
 
     def _deliver(self, inbox: _Inbox, message: dict[str, Any]) -> None:
+        if (published_at := message.get("published_at")) is not None:  # older senders: none
+            metrics.bus_delivered(METRICS_LABEL, published_at, time.time())
         try:
             event = _from_message(message)
             group = message.get("group")

@@ -6,8 +6,10 @@ import asyncio
 import collections
 import contextlib
 import threading
+import time
 from collections.abc import AsyncIterator
 
+from a2a_endpoint import metrics
 from a2a_endpoint.store import StoredEvent
 from a2a_endpoint.streaming.base import EventBus, Subscription
 
@@ -74,23 +76,39 @@ class _QueueSubscription(Subscription):
             self._timer = None
 
 
-def _deliver(subscribers: list[_QueueSubscription], event: StoredEvent) -> None:
+def _deliver(
+    subscribers: list[_QueueSubscription],
+    event: StoredEvent,
+    label: str | None = None,
+    published: float = 0.0,
+) -> None:
     for subscriber in subscribers:
         subscriber.put(event)
+    if label is not None:  # once per loop, not per subscriber: 1,000 streams, one record
+        metrics.bus_delivered(label, published, time.perf_counter())
 
 
 class InMemoryEventBus(EventBus):
-    """One process, thread-safe: publishers may run in worker threads or other loops."""
+    """One process, thread-safe: publishers may run in worker threads or other loops.
 
-    def __init__(self) -> None:
+    ``metrics_label``: the ``bus`` label of its metrics (docs/metrics.md); None records none
+    (the channel-layer bus's in-process fan-out, which records its own).
+    """
+
+    def __init__(self, *, metrics_label: str | None = "memory") -> None:
+        self._metrics_label = metrics_label
         self._lock = threading.Lock()
         self._subscribers: dict[str, set[_QueueSubscription]] = {}
 
     def publish(self, event: StoredEvent) -> None:
+        label = self._metrics_label
+        if label is not None:
+            metrics.bus_published(label)
         with self._lock:
             subscribers = list(self._subscribers.get(event.task_id, ()))
         if not subscribers:
             return
+        published = time.perf_counter()
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
@@ -102,10 +120,10 @@ class InMemoryEventBus(EventBus):
             if loop is running:
                 # On the subscribers' own loop (the channel-layer reader): put directly, not
                 # through a self-pipe write per stream (1,000 streams, 1,000 syscalls).
-                _deliver(members, event)
+                _deliver(members, event, label, published)
             else:
                 with contextlib.suppress(RuntimeError):  # that loop is already closed
-                    loop.call_soon_threadsafe(_deliver, members, event)
+                    loop.call_soon_threadsafe(_deliver, members, event, label, published)
 
     @contextlib.asynccontextmanager
     async def subscribe(self, task_id: str) -> AsyncIterator[Subscription]:

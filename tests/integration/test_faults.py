@@ -52,7 +52,7 @@ HANDOFF_TIMEOUT = 2.0
 JOB_LEASE = 3.0  # the sweeper runs every JOB_LEASE / 2
 #: An owed job is handed over within the timeout plus a sweep; the rest is slack.
 HANDOFF_BOUND = HANDOFF_TIMEOUT + JOB_LEASE / 2 + 10.0
-#: /healthz's checks each take at most 3 s (project.health.CHECK_TIMEOUT).
+#: /healthz's checks each take at most 3 s (a2a_endpoint.health.CHECK_TIMEOUT).
 HEALTH_TIMEOUT = 15.0
 
 
@@ -215,7 +215,7 @@ def test_health_stays_200_after_a_blocking_send_and_follows_its_redis(
                 A2A_EXECUTION_BACKEND="inline",
             )
         )
-        ok = {"status": "ok", "database": "ok", "channel_layer": "ok"}
+        ok = {"status": "ok", "database": "ok", "channel_layer": "ok", "broker": "not configured"}
         assert health(server) == (200, ok)
         answer = call(server, "SendMessage", send_params("echo hi", {}, blocking=True))
         assert answer["result"]["task"]["status"]["state"] == COMPLETED, answer
@@ -225,7 +225,12 @@ def test_health_stays_200_after_a_blocking_send_and_follows_its_redis(
         private.stop()
         assert health(server) == (
             503,
-            {"status": "error", "database": "ok", "channel_layer": "error"},
+            {
+                "status": "error",
+                "database": "ok",
+                "channel_layer": "error",
+                "broker": "not configured",
+            },
         )
 
         again = stack.enter_context(RedisServer(port, log_dir(workdir, "redis-again")))

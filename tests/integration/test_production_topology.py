@@ -15,6 +15,7 @@ missing, the tests skip (or fail, with ``A2A_REQUIRE_SERVICES=1``).
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -218,6 +219,33 @@ async def test_a_job_sent_through_a_runs_on_a_worker_and_streams_through_b(
 
 
 # --- 5. blocking SendMessage through nginx ---------------------------------------------------
+
+
+async def test_a_workers_job_lines_carry_the_task_id_and_the_celery_job_id(
+    topology: Topology, workers: list[CeleryWorker], http: httpx.AsyncClient
+):
+    """docs/logging.md: a worker's job lines (the project's text format) name the task and
+    the Celery task id of the job, the one Celery's own lines name."""
+    task = await send(http, topology.nginx.base_url, "echo hi", topology, blocking=True)
+    task_id = task["id"]
+    finished = re.compile(
+        r"a2a_endpoint\.jobs: Job finished: TASK_STATE_COMPLETED in [0-9.]+ ms "
+        rf"\[method=job task_id={task_id} caller=anonymous job_id=(?P<job>[0-9a-f-]{{36}}) "
+        r"attempt=1\]"
+    )
+    found = await eventually(
+        lambda: next(
+            (m for w in topology.workers if (m := finished.search(w.log_text(10_000_000)))), None
+        ),
+        "the job's finish line",
+    )
+    job_id = found["job"]
+    started = f"Job started (attempt 1) [method=job task_id={task_id} caller=anonymous "
+    assert any(w.logged(started + f"job_id={job_id} attempt=1]") for w in topology.workers)
+    await eventually(
+        lambda: any(w.logged(f"{RUN_TASK}[{job_id}] succeeded") for w in topology.workers),
+        "Celery's line for the same job",
+    )
 
 
 async def test_a_blocking_send_through_nginx_returns_the_task_the_worker_completed(

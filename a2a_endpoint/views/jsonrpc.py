@@ -1,10 +1,8 @@
-"""HTTP transport: the JSON-RPC endpoint (POST, JSON or SSE) and the public agent card."""
+"""The JSON-RPC endpoint: POST a JSON-RPC 2.0 request or batch, answered in JSON or SSE."""
 
 from __future__ import annotations
 
 import functools
-import hashlib
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,20 +11,19 @@ from asgiref.sync import SyncToAsync
 from django.core.signals import setting_changed
 from django.db import connections
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
-from django.urls import reverse
-from django.utils.cache import get_conditional_response
 from django.utils.decorators import method_decorator
-from django.utils.http import http_date
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
-from a2a_endpoint import auth, jsonrpc, rpc
+from a2a_endpoint import auth, jsonrpc, logs, metrics, rpc
 from a2a_endpoint.conf import SETTING_NAME, app_settings
 from a2a_endpoint.rpc import RpcContext, build_dispatcher
-from a2a_endpoint.service.agent_card import build_agent_card
 from a2a_endpoint.service.streams import Keepalive
 from a2a_endpoint.store import StoredEvent
+from a2a_endpoint.streaming.presence import presence
 from a2a_endpoint.streaming.sse import encode_sse, keepalive
+from a2a_endpoint.views.card import jsonrpc_url
+from a2a_endpoint.views.observed import count_unrouted, counted, note_access, refused_under_wsgi
 
 JSON_TYPES = frozenset({"application/json", "application/a2a+json"})
 VERSION_HEADER = "A2A-Version"
@@ -41,8 +38,6 @@ def _dispatcher() -> jsonrpc.Dispatcher:
 def _reset(*, setting: str, **kwargs: Any) -> None:
     if setting == SETTING_NAME:
         _dispatcher.cache_clear()
-    if setting in {SETTING_NAME, "REST_FRAMEWORK"}:
-        _card.cache_clear()
 
 
 setting_changed.connect(_reset)
@@ -89,6 +84,7 @@ def _header_list(value: str) -> frozenset[str]:
 
 async def _context(request: HttpRequest) -> RpcContext:
     caller = await auth.authenticate(request)
+    logs.update(caller=caller.owner, tenant=caller.tenant or None)
     version = request.headers.get(VERSION_HEADER) or request.GET.get(VERSION_HEADER)
     extensions = request.headers.get(EXTENSIONS_HEADER) or request.headers.get("X-A2A-Extensions")
     return RpcContext(
@@ -96,7 +92,7 @@ async def _context(request: HttpRequest) -> RpcContext:
         version=version,
         requested_extensions=_header_list(extensions or ""),
         last_event_id=request.headers.get("Last-Event-ID"),
-        interface_url=functools.partial(_jsonrpc_url, request),
+        interface_url=functools.partial(jsonrpc_url, request),
     )
 
 
@@ -167,13 +163,14 @@ def _frame(item: dict[str, Any]) -> bytes:
     return encode_sse(msgspec.json.encode(item))  # an error after the stream started
 
 
-async def _sse(items: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
+async def _sse(items: AsyncIterator[dict[str, Any]], method: str) -> AsyncIterator[bytes]:
     # Here the middleware is done with the response (it may run thread-sensitive code).
     _release_request_thread()
-    # A comment first: headers and a first byte reach the client (and proxies) at once.
-    yield keepalive("stream opened")
-    async for item in items:
-        yield _frame(item)
+    with metrics.stream_open(rpc.BINDING, method):  # until it ends or the client leaves
+        # A comment first: headers and a first byte reach the client (and proxies) at once.
+        yield keepalive("stream opened")
+        async for item in items:
+            yield _frame(item)
 
 
 @method_decorator(csrf_exempt, name="dispatch")
@@ -182,19 +179,24 @@ class JsonRpcView(View):
 
     http_method_names = ["post"]
 
+    @logs.access_logged
     async def post(self, request: HttpRequest) -> HttpResponse:
+        await presence.beat()  # EVENT_BUS "memory": at most one heartbeat an interval
         body = _read_body(request)
         if isinstance(body, HttpResponse):
-            return body
+            return counted(body)
         try:
             context = await _context(request)
         except auth.Refusal as refusal:
-            return _refused(refusal, body)
+            return counted(_refused(refusal, body))
         except Exception as exc:
             # A broken resolver is a server error, answered in JSON-RPC (logged, request id).
+            metrics.request_refused(rpc.BINDING, str(jsonrpc.INTERNAL_ERROR))
             return _json(_dispatcher().error_response(exc, _request_id(body)))
         outcome = await _dispatcher().dispatch(body, context)
+        note_access(request, body, outcome)
         if isinstance(outcome, jsonrpc.Reply):
+            count_unrouted(outcome.payload)
             response = _json_body(outcome.encoded(), context=context)
             if _is_error(outcome.payload, rpc.UNAUTHENTICATED):
                 # A method that needs a caller the endpoint let in anonymously (the
@@ -203,6 +205,8 @@ class JsonRpcView(View):
             return response
         if isinstance(outcome, jsonrpc.NoReply):
             return HttpResponse(status=204)
+        if (refused := refused_under_wsgi(request, outcome)) is not None:
+            return refused
         return await self.stream(outcome, context)
 
     async def stream(self, outcome: jsonrpc.StreamReply, context: RpcContext) -> HttpResponse:
@@ -214,7 +218,8 @@ class JsonRpcView(View):
             if outcome.request.is_notification:
                 return HttpResponse(status=204)
             return _json(first, context=context)
-        response = StreamingHttpResponse(_sse(items), content_type="text/event-stream")
+        method = outcome.request.method  # a registered streaming method's name
+        response = StreamingHttpResponse(_sse(items, method), content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"  # nginx: do not buffer the stream
         return response
@@ -224,38 +229,4 @@ class JsonRpcView(View):
     ) -> HttpResponse:
         response = _refusal(405, "The JSON-RPC endpoint accepts POST only")
         response["Allow"] = "POST"
-        return response
-
-
-def _jsonrpc_url(request: HttpRequest) -> str:
-    path = reverse("a2a_endpoint:jsonrpc")
-    base = app_settings.BASE_URL
-    return base.rstrip("/") + path if base else request.build_absolute_uri(path)
-
-
-@functools.lru_cache(maxsize=16)
-def _card(jsonrpc_url: str) -> tuple[bytes, str, int]:
-    """The card's body, ETag and Last-Modified: when this process first built it (the card
-    only changes with the settings, i.e. with a restart)."""
-    body = msgspec.json.encode(build_agent_card(jsonrpc_url))
-    etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
-    return body, etag, int(time.time())
-
-
-class AgentCardView(View):
-    """GET /.well-known/agent-card.json: the public agent card with caching headers."""
-
-    http_method_names = ["get", "head"]
-
-    def get(self, request: HttpRequest) -> HttpResponse:
-        body, etag, last_modified = _card(_jsonrpc_url(request))
-        # Django's RFC 9110 §13.1.2 rules: weak comparison (W/"..."), "*", lists of tags;
-        # If-Modified-Since only without If-None-Match.
-        response = get_conditional_response(
-            request, etag=etag, last_modified=last_modified
-        ) or HttpResponse(body, content_type="application/json")
-        response["ETag"] = etag
-        response["Last-Modified"] = http_date(last_modified)
-        response["Cache-Control"] = f"public, max-age={int(app_settings.CARD_MAX_AGE)}"
-        response["Access-Control-Allow-Origin"] = "*"
-        return response
+        return counted(response)

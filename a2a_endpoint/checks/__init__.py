@@ -1,4 +1,8 @@
-"""System checks: misconfiguration of A2A_ENDPOINT is reported at startup, with a hint."""
+"""System checks: misconfiguration of A2A_ENDPOINT is reported at startup, with a hint.
+
+The settings' checks live here; ``retention``, ``logs`` and ``guards`` hold their own
+(the metrics' are ``a2a_endpoint.metrics.checks``). Importing this package registers them.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,16 @@ from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.utils.module_loading import import_string
 
+from a2a_endpoint.checks.guards import (
+    _cross_process_bus,
+    _uses_celery,
+    check_deploy_guards,
+    check_guards,
+)
+from a2a_endpoint.checks.logs import _log_problems
+from a2a_endpoint.checks.retention import _retention_errors
 from a2a_endpoint.conf import DEFAULTS, SETTING_NAME
+from a2a_endpoint.metrics import checks as metrics_checks  # noqa: F401  (registers E030-W039)
 
 
 def _agent_errors(path: Any) -> list[Error]:
@@ -79,11 +92,6 @@ def _card_errors() -> list[Error]:
     return []
 
 
-def _uses_celery(user: dict[str, Any]) -> bool:
-    backend = user.get("EXECUTION_BACKEND") or DEFAULTS["EXECUTION_BACKEND"]
-    return backend == "celery" or (isinstance(backend, str) and "celery" in backend.lower())
-
-
 def _celery_errors(user: dict[str, Any]) -> list[Error | Warning]:
     """The Celery backend needs Celery, a cross-process bus, and a real database server."""
     if not _uses_celery(user):
@@ -119,17 +127,6 @@ def _celery_errors(user: dict[str, Any]) -> list[Error | Warning]:
             )
         )
     return problems
-
-
-def _cross_process_bus(user: dict[str, Any]) -> bool:
-    bus = user.get("EVENT_BUS") or DEFAULTS["EVENT_BUS"]
-    if bus == "memory" or (isinstance(bus, str) and bus.endswith("InMemoryEventBus")):
-        return False
-    if bus == "channels" or (isinstance(bus, str) and bus.endswith("ChannelLayerEventBus")):
-        layers = getattr(settings, "CHANNEL_LAYERS", {}) or {}
-        backend = layers.get("default", {}).get("BACKEND", "")
-        return bool(backend) and not backend.endswith("InMemoryChannelLayer")
-    return True  # a custom bus: trust it
 
 
 def _access_problems() -> list[Error | Warning]:
@@ -230,6 +227,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Error | Warni
     problems += _celery_errors(user)
     problems += _access_problems()
     problems += _push_warnings(user)
+    problems += _log_problems(user)
+    problems += _retention_errors(user)
     if not any(isinstance(p, Error) for p in problems):
         problems += _card_errors()
     if not settings.USE_TZ:
@@ -241,3 +240,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Error | Warni
             )
         )
     return problems
+
+
+# --- Health and guards (docs/deployment.md): a2a_endpoint.E040-E049, W040-W049 -------------
+
+
+__all__ = ["check_deploy_guards", "check_guards", "check_settings"]
