@@ -22,11 +22,17 @@ def task_counts_kept() -> bool:
     migrations (pytest-django's ``--nomigrations``) has neither, and ListTasks counts there.
     Looked up once per database and process; a migration run clears what was found.
     """
-    key = (connection.alias, str(connection.settings_dict["NAME"]))
+    return _table_found(TASK_COUNT_TABLE)
+
+
+def _table_found(table: str, *key_suffix: str) -> bool:
+    """Whether ``table`` exists in the database of ``connection``, looked up once per
+    database and process (``_counts_found``, keyed by alias, name and ``key_suffix``)."""
+    key = (connection.alias, str(connection.settings_dict["NAME"]), *key_suffix)
     found = _counts_found.get(key)
     if found is None:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [TASK_COUNT_TABLE])
+            cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [table])
             found = _counts_found[key] = bool(cursor.fetchone()[0])
     return found
 
@@ -94,13 +100,7 @@ TASK_STATE_COUNT_TABLE = "a2a_endpoint_task_state_count"
 def task_state_counts_kept() -> bool:
     """Whether the PostgreSQL database of ``connection`` keeps the counts by state
     (migration 0006); looked up once per database and process, as ``task_counts_kept``."""
-    key = (connection.alias, str(connection.settings_dict["NAME"]), TASK_STATE_COUNT_TABLE)
-    found = _counts_found.get(key)
-    if found is None:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [TASK_STATE_COUNT_TABLE])
-            found = _counts_found[key] = bool(cursor.fetchone()[0])
-    return found
+    return _table_found(TASK_STATE_COUNT_TABLE, TASK_STATE_COUNT_TABLE)
 
 
 def _kept(sql: str, params: list[Any]) -> list[tuple[Any, ...]] | None:
